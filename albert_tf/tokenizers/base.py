@@ -1,0 +1,96 @@
+"""The one tokenizer interface the rest of the package uses.
+
+English ALBERT tokenises with SentencePiece, Chinese ALBERT with BERT-style
+WordPiece; pretraining data, masking, fine-tuning and the exported SavedModel
+only ever see this interface. Every method that takes tensors runs in-graph
+with tensorflow-text ops only (no `tf.py_function`), so it can live inside a
+SavedModel that TF Serving loads.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+
+import numpy as np
+import tensorflow as tf
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+class Tokenizer(tf.Module, abc.ABC):
+    """Text → ids, in-graph.
+
+    Subclasses set the special-token ids and implement `tokenize`,
+    `detokenize`, `id_to_token`, `save` and `load`.
+    """
+
+    #: short name stored in saved assets: "sentencepiece" or "wordpiece"
+    kind: str
+
+    @property
+    @abc.abstractmethod
+    def vocabulary_size(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def pad_id(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def unk_id(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def cls_id(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def sep_id(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def mask_id(self) -> int: ...
+
+    @property
+    def special_ids(self) -> tuple[int, ...]:
+        """Ids that masking must never select and packing adds itself."""
+        return (self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id)
+
+    @abc.abstractmethod
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """tf.string [batch] → int32 ragged [batch, (pieces)]; in-graph.
+
+        Applies the model's normalisation (lower-casing, accent stripping...)
+        first, exactly as the reference tokenizer does.
+        """
+
+    @abc.abstractmethod
+    def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
+        """int ids [batch, (pieces)] → tf.string [batch]."""
+
+    @abc.abstractmethod
+    def id_to_token(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
+        """int ids → their piece strings (same shape); for display."""
+
+    @abc.abstractmethod
+    def word_start_mask(self) -> np.ndarray:
+        """bool [vocabulary_size]: True where a piece begins a new word.
+
+        SentencePiece pieces starting with "▁" begin words; WordPiece pieces
+        starting with "##" continue them. Whole-word masking groups a word
+        start with the continuation pieces that follow it. Special tokens
+        count as word starts.
+        """
+
+    @abc.abstractmethod
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Writes the tokenizer's assets (model file / vocab and a small
+        tokenizer.json naming `kind` and options) into ``directory``."""
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> Tokenizer:
+        """Loads any tokenizer `save` wrote, dispatching on its `kind`."""
+        from albert_tf.tokenizers.registry import load_tokenizer
+
+        return load_tokenizer(directory)
