@@ -14,7 +14,9 @@ def sample_path(language: str = "en") -> str:
     True
     """
     if language not in ("en", "zh"):
-        raise ValueError(f"no embedded sample for language {language!r}; use 'en' or 'zh'")
+        raise ValueError(
+            f"no embedded sample for language {language!r}; use 'en' or 'zh'"
+        )
     return str(_SAMPLE_DIR / f"{language}_sample.jsonl")
 
 

@@ -1,0 +1,445 @@
+"""Reading corpora into documents (lists of sentences), robustly.
+
+Two file formats are read, gzip-compressed or not (detected from the gzip magic
+bytes, not the file name):
+
+* **text** — BERT's format: one sentence per line, a blank line between
+  documents.
+* **jsonl** — JSON Lines, one document per line: ``{"sentences": [str, ...]}``
+  (an ``"id"`` and other keys are allowed and ignored). A record with a
+  ``"text"`` string instead of ``"sentences"`` is split with `split_sentences`.
+
+Bad input never crashes a run halfway and is never dropped silently: every
+skipped unit is counted by reason in a `ReadStats`, which the tools print at
+the end. What is skipped, and why:
+
+=====================  =====================================================
+reason                 what happened
+=====================  =====================================================
+``invalid_utf8``       a line that is not valid UTF-8 (the line is skipped)
+``line_too_long``      a physical line longer than ``max_line_bytes``
+``invalid_json``       a jsonl line that does not parse
+``invalid_record``     a jsonl record without a list of strings in
+                       ``"sentences"`` (or a ``"text"`` string)
+``sentence_too_long``  a sentence still longer than ``max_sentence_chars``
+                       after re-splitting it with `split_sentences`
+``empty_sentence``     an empty / whitespace-only sentence inside a jsonl
+                       record (blank lines in text files are separators)
+``empty_document``     a document left with no sentences
+=====================  =====================================================
+
+Missing files (or a glob matching nothing) raise `FileNotFoundError` before any
+work starts.
+
+>>> from albert_tf.data import sample_path
+>>> stats = ReadStats()
+>>> docs = list(read_documents(sample_path("en"), stats=stats))
+>>> len(docs), stats.documents
+(42, 42)
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import glob
+import gzip
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import BinaryIO
+
+#: A document is its sentences, in order.
+Document = list[str]
+
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_SENTENCE_CHARS = 20_000
+
+
+@dataclasses.dataclass
+class ReadStats:
+    """Counts of what was read and of what was skipped, by reason."""
+
+    documents: int = 0
+    sentences: int = 0
+    skipped: collections.Counter = dataclasses.field(
+        default_factory=collections.Counter
+    )
+
+    def skip(self, reason: str, count: int = 1) -> None:
+        self.skipped[reason] += count
+
+    def merge(self, other: ReadStats) -> None:
+        self.documents += other.documents
+        self.sentences += other.sentences
+        self.skipped.update(other.skipped)
+
+    def summary(self) -> str:
+        """One human-readable line per count, for the end of a run."""
+        lines = [f"documents: {self.documents}", f"sentences: {self.sentences}"]
+        if self.skipped:
+            for reason, n in sorted(self.skipped.items()):
+                lines.append(f"skipped ({reason}): {n}")
+        else:
+            lines.append("skipped: none")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# Sentence splitting
+# --------------------------------------------------------------------------
+
+# Terminators that end a sentence wherever they occur (Chinese / full-width).
+_CJK_TERMINATORS = "。！？；"
+# Terminators that end a sentence only before whitespace + a non-lowercase char.
+_ASCII_TERMINATORS = ".!?"
+_ELLIPSIS = "…"
+# Closing quotes/brackets that stay with the sentence they close.
+_CLOSERS = "\"'”’」』》〉）)]】"
+_TERMINATOR_RUN = re.compile(
+    "([" + re.escape(_CJK_TERMINATORS + _ASCII_TERMINATORS + _ELLIPSIS) + "]+)"
+    "([" + re.escape(_CLOSERS) + "]*)"
+)
+# Words after which "." does not end a sentence.
+_ABBREVIATIONS = frozenset(
+    ("mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "etc", "e.g", "i.e")
+    + ("no", "fig", "vol", "mt", "gen", "col", "lt", "capt", "rev", "hon")
+)
+_CJK_CHAR = re.compile(
+    "[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]"
+)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Splits running text into sentences (English and Chinese punctuation).
+
+    Rules, in order:
+
+    * A newline is always a boundary (paragraphs never share a sentence).
+    * ``。！？；`` end a sentence wherever they occur, as does ``…``/``……``
+      when a CJK character or whitespace + a non-lowercase character follows.
+    * ``. ! ?`` end a sentence only when followed by whitespace and then a
+      character that is not lower-case — so ``3.5``, ``e.g. this`` and
+      ``example.com`` stay whole — and ``.`` not after a known abbreviation
+      (``Mr.``, ``Dr.``, ``etc.``...) or a single capital initial (``J.``).
+    * Closing quotes and brackets (``" ' ” ’ 」 』 》 ） ) ]``) after a
+      terminator stay with the sentence they close.
+
+    >>> split_sentences('Mr. Smith said "Stop!" Then he left. It cost 3.50 dollars.')
+    ['Mr. Smith said "Stop!"', 'Then he left.', 'It cost 3.50 dollars.']
+    >>> split_sentences("他说：“你好！”然后走了。真的吗？是的……我们走吧；好。")
+    ['他说：“你好！”', '然后走了。', '真的吗？', '是的……', '我们走吧；', '好。']
+    """
+    sentences: list[str] = []
+    for paragraph in text.splitlines():
+        start = 0
+        for m in _TERMINATOR_RUN.finditer(paragraph):
+            end = m.end()
+            if _is_boundary(paragraph, m, end):
+                piece = paragraph[start:end].strip()
+                if piece:
+                    sentences.append(piece)
+                start = end
+        piece = paragraph[start:].strip()
+        if piece:
+            sentences.append(piece)
+    return sentences
+
+
+def _is_boundary(text: str, m: re.Match[str], end: int) -> bool:
+    run = m.group(1)
+    rest = text[end:]
+    if not rest.strip():
+        return True
+    if any(c in _CJK_TERMINATORS for c in run):
+        return True
+    nxt = rest.lstrip()
+    if _ELLIPSIS in run and _CJK_CHAR.match(rest[0]):
+        return True
+    if not rest[0].isspace():
+        return False
+    if nxt[0].islower():
+        return False
+    if run == ".":
+        word = (
+            text[: m.start()].rsplit(None, 1)[-1] if text[: m.start()].strip() else ""
+        )
+        word = word.lstrip(_CLOSERS + "(").lower()
+        if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+            return False
+    return True
+
+
+def split_lines(text: str) -> list[str]:
+    """Treats each non-blank line as one sentence (for pre-split text).
+
+    >>> split_lines("One.\\n\\nTwo.")
+    ['One.', 'Two.']
+    """
+    return [s.strip() for s in text.splitlines() if s.strip()]
+
+
+# --------------------------------------------------------------------------
+# Files
+# --------------------------------------------------------------------------
+
+
+def expand_inputs(patterns: str | Sequence[str]) -> list[str]:
+    """Expands comma-separated paths/globs into a sorted, de-duplicated list.
+
+    Raises `FileNotFoundError` naming every pattern that matches nothing.
+    """
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    files: list[str] = []
+    missing: list[str] = []
+    for pattern in patterns:
+        for part in str(pattern).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            matches = sorted(glob.glob(os.path.expanduser(part)))
+            matches = [m for m in matches if os.path.isfile(m)]
+            if not matches:
+                missing.append(part)
+            files.extend(matches)
+    if missing:
+        raise FileNotFoundError(f"no input files match: {', '.join(missing)}")
+    if not files:
+        raise FileNotFoundError("no input files given")
+    return list(dict.fromkeys(files))
+
+
+def _open_binary(path: str) -> BinaryIO:
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")  # noqa: SIM115 - the caller closes it
+
+
+def detect_format(path: str) -> str:
+    """``"jsonl"`` if the first non-blank line starts with ``{``, else ``"text"``."""
+    with _open_binary(path) as fh:
+        for raw in fh:
+            stripped = raw.strip()
+            if stripped:
+                return "jsonl" if stripped.startswith(b"{") else "text"
+    return "text"
+
+
+def _lines(fh: BinaryIO, stats: ReadStats, max_line_bytes: int) -> Iterator[str | None]:
+    """Decoded lines; None stands for a skipped line (already counted).
+
+    Reading with a size limit keeps one enormous line from exhausting memory.
+    """
+    while True:
+        raw = fh.readline(max_line_bytes + 1)
+        if not raw:
+            return
+        if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+            # Drain the rest of the over-long line.
+            while True:
+                more = fh.readline(1 << 20)
+                if not more or more.endswith(b"\n"):
+                    break
+            stats.skip("line_too_long")
+            yield None
+            continue
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            stats.skip("invalid_utf8")
+            yield None
+
+
+def clean_sentences(
+    sentences: Iterable[str],
+    stats: ReadStats,
+    *,
+    max_sentence_chars: int = DEFAULT_MAX_SENTENCE_CHARS,
+    count_empty: bool = True,
+) -> list[str]:
+    """Strips sentences; re-splits over-long ones; drops (and counts) the rest."""
+    out: list[str] = []
+    for s in sentences:
+        s = s.strip()
+        if not s:
+            if count_empty:
+                stats.skip("empty_sentence")
+            continue
+        if len(s) > max_sentence_chars:
+            for piece in split_sentences(s):
+                if len(piece) > max_sentence_chars:
+                    stats.skip("sentence_too_long")
+                else:
+                    out.append(piece)
+            continue
+        out.append(s)
+    return out
+
+
+def _emit(doc: list[str], stats: ReadStats) -> Iterator[Document]:
+    if doc:
+        stats.documents += 1
+        stats.sentences += len(doc)
+        yield doc
+    else:
+        stats.skip("empty_document")
+
+
+def read_documents(
+    path: str,
+    *,
+    stats: ReadStats | None = None,
+    file_format: str = "auto",
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    max_sentence_chars: int = DEFAULT_MAX_SENTENCE_CHARS,
+) -> Iterator[Document]:
+    """Yields the documents of one file (text or jsonl, gzip or not).
+
+    Args:
+      path: the file. Missing → `FileNotFoundError`.
+      stats: filled with counts of documents, sentences and skips.
+      file_format: ``"text"``, ``"jsonl"`` or ``"auto"`` (`detect_format`).
+      max_line_bytes: longer physical lines are skipped (``line_too_long``).
+      max_sentence_chars: longer sentences are re-split, then skipped.
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp(); p = os.path.join(d, "c.txt")
+    >>> _ = open(p, "w").write("A one.\\nA two.\\n\\n\\nB one.\\n")
+    >>> list(read_documents(p))
+    [['A one.', 'A two.'], ['B one.']]
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"input file not found: {path}")
+    stats = stats if stats is not None else ReadStats()
+    if file_format == "auto":
+        file_format = detect_format(path)
+    if file_format not in ("text", "jsonl"):
+        raise ValueError(
+            f"file_format must be 'text', 'jsonl' or 'auto', got {file_format!r}"
+        )
+    clean = dict(max_sentence_chars=max_sentence_chars)
+    with _open_binary(path) as fh:
+        if file_format == "text":
+            doc: list[str] = []
+            for line in _lines(fh, stats, max_line_bytes):
+                if line is None:
+                    continue
+                if not line.strip():
+                    # A blank line ends a document; runs of blank lines are one
+                    # separator, so nothing is lost.
+                    if doc:
+                        yield from _emit(doc, stats)
+                    doc = []
+                    continue
+                doc.extend(clean_sentences([line], stats, **clean))
+            if doc:
+                yield from _emit(doc, stats)
+        else:
+            for line in _lines(fh, stats, max_line_bytes):
+                if line is None or not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    stats.skip("invalid_json")
+                    continue
+                sentences = _record_sentences(record)
+                if sentences is None:
+                    stats.skip("invalid_record")
+                    continue
+                yield from _emit(clean_sentences(sentences, stats, **clean), stats)
+
+
+def _record_sentences(record: object) -> list[str] | None:
+    if not isinstance(record, dict):
+        return None
+    sentences = record.get("sentences")
+    if isinstance(sentences, list) and all(isinstance(s, str) for s in sentences):
+        return sentences
+    text = record.get("text")
+    if sentences is None and isinstance(text, str):
+        return split_sentences(text)
+    return None
+
+
+def read_corpus(
+    paths: str | Sequence[str], *, stats: ReadStats | None = None, **kwargs
+) -> Iterator[Document]:
+    """`read_documents` over every file of `expand_inputs(paths)`, in order."""
+    for path in expand_inputs(paths):
+        yield from read_documents(path, stats=stats, **kwargs)
+
+
+# --------------------------------------------------------------------------
+# tensorflow-datasets
+# --------------------------------------------------------------------------
+
+
+def find_text_feature(features) -> str:
+    """Name of the first top-level `tfds.features.Text` feature."""
+    import tensorflow_datasets as tfds
+
+    for name, feature in features.items():
+        if isinstance(feature, tfds.features.Text):
+            return name
+    raise ValueError(
+        f"dataset has no top-level Text feature (features: {list(features)})"
+    )
+
+
+def tfds_documents(
+    name: str,
+    *,
+    split: str = "train",
+    data_dir: str | None = None,
+    text_key: str | None = None,
+    splitter: Callable[[str], list[str]] | None = None,
+    stats: ReadStats | None = None,
+    max_sentence_chars: int = DEFAULT_MAX_SENTENCE_CHARS,
+    download: bool = False,
+) -> Iterator[Document]:
+    """Documents from any tensorflow-datasets dataset with a text feature.
+
+    Each example's text becomes one document, split into sentences with
+    ``splitter`` (default: `split_sentences`; `split_lines` for the
+    ``albert_corpus`` builder, whose text is already one sentence per line).
+    Examples whose text is not valid UTF-8 are counted (``invalid_utf8``).
+
+    Args:
+      name: tfds name, e.g. ``"albert_corpus"`` or ``"wikipedia/20230601.en"``.
+      split: a tfds split expression (``"train[:10%]"`` works).
+      data_dir: tfds data directory.
+      text_key: the text feature; default: the first `tfds.features.Text`.
+      download: let tfds download/prepare (default: offline, must be built).
+    """
+    import tensorflow_datasets as tfds
+
+    # Registers the albert_corpus builder with tfds.
+    from albert_tf.data import tfds_corpus  # noqa: F401
+
+    stats = stats if stats is not None else ReadStats()
+    builder = tfds.builder(name, data_dir=data_dir)
+    if download:
+        builder.download_and_prepare()
+    key = text_key or find_text_feature(builder.info.features)
+    if splitter is None:
+        splitter = split_lines if builder.name == "albert_corpus" else split_sentences
+    ds = builder.as_dataset(split=split, shuffle_files=False)
+    for example in tfds.as_numpy(ds):
+        raw = example[key]
+        try:
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+        except UnicodeDecodeError:
+            stats.skip("invalid_utf8")
+            continue
+        sentences = clean_sentences(
+            splitter(text),
+            stats,
+            max_sentence_chars=max_sentence_chars,
+            count_empty=False,
+        )
+        yield from _emit(sentences, stats)
