@@ -1,0 +1,34 @@
+"""Tokenizers: SentencePiece (English ALBERT) and WordPiece (Chinese ALBERT),
+both in-graph behind :class:`~albert_tf.tokenizers.base.Tokenizer`."""
+
+from albert_tf.tokenizers.base import SPECIAL_TOKENS, Tokenizer
+from albert_tf.tokenizers.corpus import CorpusStats, iter_sentences
+from albert_tf.tokenizers.registry import load_tokenizer
+from albert_tf.tokenizers.sentencepiece import (
+    SentencePieceTokenizer,
+    normalize_text,
+    train_sentencepiece,
+)
+from albert_tf.tokenizers.wordpiece import (
+    WordPieceTokenizer,
+    basic_tokenize,
+    build_wordpiece_vocab,
+    read_vocab,
+    train_wordpiece,
+)
+
+__all__ = [
+    "SPECIAL_TOKENS",
+    "CorpusStats",
+    "SentencePieceTokenizer",
+    "Tokenizer",
+    "WordPieceTokenizer",
+    "basic_tokenize",
+    "build_wordpiece_vocab",
+    "iter_sentences",
+    "load_tokenizer",
+    "normalize_text",
+    "read_vocab",
+    "train_sentencepiece",
+    "train_wordpiece",
+]

@@ -1,0 +1,449 @@
+"""English ALBERT tokenisation: text normalisation + a SentencePiece model.
+
+Reproduces, in-graph, what google-research/albert's ``FullTokenizer`` with an
+``spm_model_file`` and Hugging Face's slow ``AlbertTokenizer`` do:
+
+1. lower-case (one character at a time, as HF does before anything else);
+2. collapse runs of whitespace to one space and strip the ends;
+3. turn the LaTeX-style quotes ``\\`\\``` and ``''`` into ``"``;
+4. NFKD, then drop combining marks (unless ``keep_accents``);
+5. lower-case again (a no-op after 1; kept for exactness);
+6. SentencePiece encoding (the model applies its own nmt_nfkc normaliser);
+7. the "digit-comma" rule: a piece such as ``▁9,`` is re-encoded as
+   ``▁9`` + ``,`` so numbers like "1,000" are not glued to their comma.
+
+Only tensorflow / tensorflow-text ops are used, so a SavedModel that calls
+:meth:`SentencePieceTokenizer.tokenize` needs nothing but those two at serving
+time. The model proto lives in the graph as a constant of the tf-text
+SentencePiece resource.
+
+Example:
+    >>> tok = SentencePieceTokenizer.from_file("spiece.model")  # doctest: +SKIP
+    >>> tok.tokenize(tf.constant(["Hello, World!"])).to_list()  # doctest: +SKIP
+    [[2340, 15, 126, 187]]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import sentencepiece as spm
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.tokenizers import _text_ops
+from albert_tf.tokenizers.base import Tokenizer
+
+MODEL_FILENAME = "spiece.model"
+CONFIG_FILENAME = "tokenizer.json"
+WORD_START = "▁"  # U+2581, SentencePiece's word-boundary marker
+
+
+def normalize_text(
+    texts: tf.Tensor,
+    *,
+    lower_case: bool = True,
+    remove_space: bool = True,
+    keep_accents: bool = False,
+) -> tf.Tensor:
+    """ALBERT's pre-SentencePiece text normalisation, in-graph.
+
+    Args:
+      texts: tf.string tensor of any shape.
+      lower_case: lower-case the text (uncased models).
+      remove_space: collapse whitespace runs and strip both ends.
+      keep_accents: keep combining marks (after NFKD they are dropped).
+
+    Returns:
+      tf.string tensor of the same shape.
+
+    Example:
+        >>> normalize_text(tf.constant(["  Café\\t``naïve''  "])).numpy()[0].decode()
+        'cafe "naive"'
+    """
+    texts = _text_ops.transcode_utf8(tf.convert_to_tensor(texts, tf.string))
+    if lower_case:
+        texts = _text_ops.lower_utf8(texts)
+    if remove_space:
+        space = _text_ops.python_whitespace_class()
+        texts = tf.strings.regex_replace(texts, f"[{space}]+", " ")
+        texts = tf.strings.regex_replace(texts, "^ | $", "")
+    texts = tf.strings.regex_replace(texts, "``|''", '"')
+    if not keep_accents:
+        texts = tf_text.normalize_utf8(texts, "NFKD")
+        texts = tf.strings.regex_replace(texts, f"[{_text_ops.combining_class()}]", "")
+    if lower_case:
+        texts = _text_ops.lower_utf8(texts)
+    return texts
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """ALBERT's SentencePiece tokenizer as a ``tf.Module``.
+
+    Args:
+      model_proto: the serialized SentencePiece ``ModelProto`` (the bytes of a
+        ``.model`` file). It must define ``[CLS]``, ``[SEP]``, ``[MASK]`` and
+        pad/unk pieces.
+      lower_case, remove_space, keep_accents: see :func:`normalize_text`.
+      split_digit_comma: apply the reference tokenizers' "9," re-split rule.
+
+    Example:
+        >>> tok = SentencePieceTokenizer.from_file("spiece.model")  # doctest: +SKIP
+        >>> tok.cls_id, tok.sep_id, tok.mask_id  # doctest: +SKIP
+        (2, 3, 4)
+    """
+
+    kind = "sentencepiece"
+
+    def __init__(
+        self,
+        model_proto: bytes,
+        *,
+        lower_case: bool = True,
+        remove_space: bool = True,
+        keep_accents: bool = False,
+        split_digit_comma: bool = True,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        processor = spm.SentencePieceProcessor()
+        try:
+            processor.LoadFromSerializedProto(model_proto)
+        except Exception as err:  # sentencepiece raises a bare RuntimeError/OSError
+            raise ValueError(f"not a valid SentencePiece model: {err}") from err
+        self._pieces = [processor.IdToPiece(i) for i in range(processor.GetPieceSize())]
+        self._control = np.array(
+            [processor.IsControl(i) or processor.IsUnknown(i) for i in range(len(self._pieces))]
+        )
+        self._pad_id = processor.pad_id()
+        self._unk_id = processor.unk_id()
+        ids = {}
+        for token in ("[CLS]", "[SEP]", "[MASK]"):
+            piece_id = processor.PieceToId(token)
+            if piece_id == self._unk_id and token != self._pieces[self._unk_id]:
+                raise ValueError(
+                    f"SentencePiece model has no {token} piece; train it with "
+                    "control_symbols=[CLS],[SEP],[MASK] (see train_tokenizer)"
+                )
+            ids[token] = piece_id
+        if self._pad_id < 0:
+            raise ValueError("SentencePiece model has no pad piece (train with pad_id=0)")
+        self._cls_id, self._sep_id, self._mask_id = (
+            ids["[CLS]"],
+            ids["[SEP]"],
+            ids["[MASK]"],
+        )
+        self._model_proto = model_proto
+        self.lower_case = lower_case
+        self.remove_space = remove_space
+        self.keep_accents = keep_accents
+        self.split_digit_comma = split_digit_comma
+        # One tf-text resource serves both the piece strings (for the
+        # digit-comma rule) and the piece→id lookup.
+        self._sp = tf_text.SentencepieceTokenizer(
+            model=model_proto, out_type=tf.string, nbest_size=0, alpha=1.0
+        )
+
+    # -- construction ------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, model_file: str | os.PathLike[str], **options) -> SentencePieceTokenizer:
+        """Reads a ``.model`` file (e.g. ``spiece.model`` / ``30k-clean.model``)."""
+        path = Path(model_file)
+        if not path.is_file():
+            raise FileNotFoundError(f"SentencePiece model file not found: {path}")
+        return cls(path.read_bytes(), **options)
+
+    @property
+    def options(self) -> dict[str, bool]:
+        return {
+            "lower_case": self.lower_case,
+            "remove_space": self.remove_space,
+            "keep_accents": self.keep_accents,
+            "split_digit_comma": self.split_digit_comma,
+        }
+
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Writes ``spiece.model`` and ``tokenizer.json`` into ``directory``."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / MODEL_FILENAME).write_bytes(self._model_proto)
+        config = {"kind": self.kind, "model_file": MODEL_FILENAME, **self.options}
+        (out / CONFIG_FILENAME).write_text(json.dumps(config, indent=2) + "\n")
+
+    # -- ids ---------------------------------------------------------------
+
+    @property
+    def vocabulary_size(self) -> int:
+        return len(self._pieces)
+
+    @property
+    def pad_id(self) -> int:
+        return self._pad_id
+
+    @property
+    def unk_id(self) -> int:
+        return self._unk_id
+
+    @property
+    def cls_id(self) -> int:
+        return self._cls_id
+
+    @property
+    def sep_id(self) -> int:
+        return self._sep_id
+
+    @property
+    def mask_id(self) -> int:
+        return self._mask_id
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """All pieces, in id order (Python list; not part of the graph)."""
+        return list(self._pieces)
+
+    def word_start_mask(self) -> np.ndarray:
+        starts = np.array([p.startswith(WORD_START) for p in self._pieces])
+        starts |= self._control
+        starts[list(self.special_ids)] = True
+        return starts
+
+    # -- in-graph ----------------------------------------------------------
+
+    def tokenize_to_pieces(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """tf.string [batch] → tf.string ragged [batch, (pieces)]; in-graph."""
+        texts = normalize_text(
+            texts,
+            lower_case=self.lower_case,
+            remove_space=self.remove_space,
+            keep_accents=self.keep_accents,
+        )
+        pieces = self._sp.tokenize(texts)
+        if self.split_digit_comma:
+            pieces = self._split_digit_comma(pieces)
+        return pieces
+
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """tf.string [batch] → int32 ragged [batch, (pieces)]; in-graph.
+
+        Example:
+            >>> tok.tokenize(tf.constant(["1,000 apples"])).to_list()  # doctest: +SKIP
+            [[27, 15, 4000, 17, 5, 20, 21, 2]]
+        """
+        return tf.cast(self._sp.string_to_id(self.tokenize_to_pieces(texts)), tf.int32)
+
+    def _split_digit_comma(self, pieces: tf.RaggedTensor) -> tf.RaggedTensor:
+        """Re-encodes every piece that ends in a digit followed by "," as
+        SentencePiece(piece without "," and "▁") + [","], dropping the new
+        leading "▁" when the original piece did not start a word."""
+        flat = pieces.flat_values
+        matches = tf.strings.regex_full_match(flat, f"(?s).*[{_text_ops.digit_class()}],")
+        where = tf.where(matches)[:, 0]
+        matched = tf.gather(flat, where)
+        heads = tf.strings.regex_replace(matched, f",$|{WORD_START}", "")
+        sub = self._sp.tokenize(heads)  # ragged [n_matched, (k)]
+
+        # Strip the word marker SentencePiece adds in front of the re-encoded
+        # text when the original piece continued a word.
+        orig_is_start = tf.strings.regex_full_match(matched, f"{WORD_START}(?s).*")
+        first_in_row = tf.ragged.range(sub.row_lengths()).flat_values == 0
+        continues = tf.logical_not(tf.gather(orig_is_start, sub.value_rowids()))
+        values = sub.flat_values
+        strip = (
+            first_in_row & continues & tf.strings.regex_full_match(values, f"{WORD_START}(?s).*")
+        )
+        stripped = tf.strings.regex_replace(values, f"^{WORD_START}", "")
+        values = tf.where(strip, stripped, values)
+        keep = tf.logical_not(strip & tf.equal(values, ""))
+        sub = tf.ragged.boolean_mask(sub.with_flat_values(values), sub.with_flat_values(keep))
+        comma = tf.fill(tf.stack([tf.shape(matched, out_type=tf.int64)[0], 1]), ",")
+        sub = tf.concat([sub, tf.RaggedTensor.from_tensor(comma)], axis=1)
+
+        # Rows 0..n-1 are the original pieces, rows n.. the replacements;
+        # pick the replacement row wherever a piece matched.
+        n = tf.shape(flat, out_type=tf.int64)[0]
+        singles = tf.RaggedTensor.from_tensor(tf.expand_dims(flat, 1))
+        rows = tf.concat([singles, sub], axis=0)
+        order = tf.tensor_scatter_nd_update(
+            tf.range(n),
+            tf.expand_dims(where, 1),
+            n + tf.range(tf.shape(where, out_type=tf.int64)[0]),
+        )
+        replaced = tf.gather(rows, order)
+        return pieces.with_flat_values(replaced).merge_dims(1, 2)
+
+    def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
+        """int ids [batch, (pieces)] → tf.string [batch]; padding is dropped
+        and control pieces ([CLS], [SEP], [MASK]) decode to nothing."""
+        ids = _as_ragged(ids)
+        ids = tf.ragged.boolean_mask(ids, tf.not_equal(ids, self.pad_id))
+        return self._sp.detokenize(tf.cast(ids, tf.int32))
+
+    def id_to_token(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
+        return self._sp.id_to_string(tf.cast(ids, tf.int32))
+
+
+def _as_ragged(ids: tf.Tensor | tf.RaggedTensor) -> tf.RaggedTensor:
+    if isinstance(ids, tf.RaggedTensor):
+        return ids
+    return tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+
+
+# google-research/albert's spm_train recipe.
+OFFICIAL_USER_DEFINED_SYMBOLS: tuple[str, ...] = ("(", ")", '"', "-", ".", "–", "£", "€")
+_NORMALIZE_BATCH = 2048
+
+
+def normalized_lines(
+    sentences: Iterable[str],
+    *,
+    lower_case: bool = True,
+    remove_space: bool = True,
+    keep_accents: bool = False,
+) -> Iterator[str]:
+    """Applies :func:`normalize_text` (the very graph ops the tokenizer runs)
+    to a stream of sentences, in batches; yields one-line strings."""
+
+    def flush(batch: list[str]) -> Iterator[str]:
+        out = normalize_text(
+            tf.constant(batch),
+            lower_case=lower_case,
+            remove_space=remove_space,
+            keep_accents=keep_accents,
+        )
+        for value in out.numpy():
+            # One sentence per line in the trainer's input file.
+            line = value.decode("utf-8").replace("\r", " ").replace("\n", " ")
+            if line.strip():
+                yield line
+
+    batch: list[str] = []
+    for sentence in sentences:
+        batch.append(sentence)
+        if len(batch) == _NORMALIZE_BATCH:
+            yield from flush(batch)
+            batch = []
+    if batch:
+        yield from flush(batch)
+
+
+def train_sentencepiece(
+    sentences: Iterable[str],
+    output_dir: str | os.PathLike[str],
+    *,
+    vocab_size: int = 30000,
+    lower_case: bool = True,
+    remove_space: bool = True,
+    keep_accents: bool = False,
+    character_coverage: float = 0.99995,
+    user_defined_symbols: Sequence[str] = OFFICIAL_USER_DEFINED_SYMBOLS,
+    input_sentence_size: int = 10_000_000,
+    shrink_vocab: bool = False,
+    num_threads: int = 2,
+    progress: Callable[[int], None] | None = None,
+    verbose: bool = False,
+) -> SentencePieceTokenizer:
+    """Trains ALBERT's unigram SentencePiece model and saves the tokenizer.
+
+    The recipe is google-research/albert's: unigram, pad=0, unk=1, no BOS/EOS,
+    control symbols [CLS]=2, [SEP]=3, [MASK]=4, character coverage 0.99995,
+    the official user-defined punctuation symbols, and shuffled sampling of at
+    most ``input_sentence_size`` sentences. The trainer sees the text after
+    the same normalisation :meth:`SentencePieceTokenizer.tokenize` applies.
+
+    When the corpus cannot support ``vocab_size`` pieces, SentencePiece stops
+    with the largest size it could reach; this raises ``ValueError`` naming
+    that size, unless ``shrink_vocab`` is set, in which case it retrains at
+    that size (and logs it).
+
+    Args:
+      sentences: training text, one sentence per item.
+      output_dir: where ``spiece.model``, ``spiece.vocab`` and
+        ``tokenizer.json`` are written.
+      progress: called with the running count of sentences normalised.
+
+    Raises:
+      ValueError: empty corpus, or vocabulary too large (see above).
+
+    Example:
+        >>> tok = train_sentencepiece(lines, "/tmp/spm", vocab_size=1000)  # doctest: +SKIP
+        >>> tok.vocabulary[:5]  # doctest: +SKIP
+        ['<pad>', '<unk>', '[CLS]', '[SEP]', '[MASK]']
+    """
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        text_file = Path(tmp) / "train.txt"
+        count = 0
+        with open(text_file, "w", encoding="utf-8") as handle:
+            for line in normalized_lines(
+                sentences,
+                lower_case=lower_case,
+                remove_space=remove_space,
+                keep_accents=keep_accents,
+            ):
+                handle.write(line + "\n")
+                count += 1
+                if progress is not None and count % _NORMALIZE_BATCH == 0:
+                    progress(count)
+        if progress is not None:
+            progress(count)
+        if count == 0:
+            raise ValueError("training corpus is empty: no non-blank sentences to train on")
+
+        def run(size: int) -> None:
+            spm.SentencePieceTrainer.train(
+                input=str(text_file),
+                model_prefix=str(Path(tmp) / "spiece"),
+                model_type="unigram",
+                vocab_size=size,
+                pad_id=0,
+                unk_id=1,
+                bos_id=-1,
+                eos_id=-1,
+                control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+                user_defined_symbols=list(user_defined_symbols),
+                character_coverage=character_coverage,
+                input_sentence_size=input_sentence_size,
+                shuffle_input_sentence=True,
+                num_threads=num_threads,
+                minloglevel=0 if verbose else 2,
+            )
+
+        try:
+            run(vocab_size)
+        except RuntimeError as err:
+            match = re.search(r"Vocabulary size is too high \((\d+)\).*<= (\d+)", str(err))
+            if match is None:
+                raise
+            largest = int(match.group(2))
+            if not shrink_vocab:
+                raise ValueError(
+                    f"the corpus ({count} sentences) supports at most {largest} "
+                    f"SentencePiece pieces, not {vocab_size}: pass a smaller "
+                    "vocab_size, more text, or shrink_vocab=True (--shrink_vocab)"
+                ) from err
+            logging.warning(
+                "corpus supports only %d pieces; shrinking vocab_size from %d",
+                largest,
+                vocab_size,
+            )
+            run(largest)
+        model_proto = (Path(tmp) / "spiece.model").read_bytes()
+        shutil.copy(Path(tmp) / "spiece.vocab", out / "spiece.vocab")
+    tokenizer = SentencePieceTokenizer(
+        model_proto,
+        lower_case=lower_case,
+        remove_space=remove_space,
+        keep_accents=keep_accents,
+    )
+    tokenizer.save(out)
+    return tokenizer

@@ -1,0 +1,408 @@
+"""Chinese ALBERT tokenisation: BERT's basic tokenizer + WordPiece.
+
+google-research's and brightmart's Chinese ALBERT models use BERT's
+``vocab.txt`` and the uncased BERT tokenizer. This module reproduces Hugging
+Face's ``BertTokenizer(do_lower_case=True)`` in-graph:
+
+1. lower-case one character at a time;
+2. delete NUL, U+FFFD and control/format/unassigned characters (category C*
+   except tab, newline, carriage return); turn other whitespace into " ";
+3. surround every CJK ideograph with spaces, so each is its own word;
+4. NFC; lower-case; NFD and drop non-spacing marks (accent stripping);
+5. split on whitespace, and split off each punctuation character;
+6. words longer than ``max_input_chars_per_word`` characters become [UNK];
+   the rest are split greedily, longest match first, into vocabulary pieces
+   ("##" marks a piece that continues a word); a word with no split is [UNK].
+
+The vocabulary sits in a lookup table initialised from the ``vocab.txt``
+asset, so a SavedModel that calls :meth:`WordPieceTokenizer.tokenize` carries
+its own copy of the file.
+
+Example:
+    >>> tok = WordPieceTokenizer("vocab.txt")  # doctest: +SKIP
+    >>> tok.id_to_token(tok.tokenize(tf.constant(["我爱ALBERT"]))).to_list()  # doctest: +SKIP
+    [[b'\\xe6\\x88\\x91', b'\\xe7\\x88\\xb1', b'al', b'##bert']]
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.tokenizers import _text_ops
+from albert_tf.tokenizers.base import Tokenizer
+
+VOCAB_FILENAME = "vocab.txt"
+CONFIG_FILENAME = "tokenizer.json"
+CONTINUATION = "##"
+REQUIRED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def basic_tokenize(
+    texts: tf.Tensor, *, lower_case: bool = True, tokenize_chinese_chars: bool = True
+) -> tf.RaggedTensor:
+    """BERT's basic (pre-WordPiece) tokenisation, in-graph.
+
+    Args:
+      texts: tf.string [batch].
+
+    Returns:
+      tf.string ragged [batch, (words)].
+
+    Example:
+        >>> basic_tokenize(tf.constant(["Héllo,世界!"])).to_list()
+        [[b'hello', b',', b'\\xe4\\xb8\\x96', b'\\xe7\\x95\\x8c', b'!']]
+    """
+    texts = _text_ops.transcode_utf8(tf.convert_to_tensor(texts, tf.string))
+    if lower_case:
+        texts = _text_ops.lower_utf8(texts)
+    texts = tf.strings.regex_replace(texts, f"[{_text_ops.bert_removed_class()}]", "")
+    texts = tf.strings.regex_replace(texts, f"[{_text_ops.bert_whitespace_class()}]", " ")
+    if tokenize_chinese_chars:
+        texts = tf.strings.regex_replace(texts, f"([{_text_ops.cjk_class()}])", r" \1 ")
+    texts = tf_text.normalize_utf8(texts, "NFC")
+    if lower_case:
+        texts = _text_ops.lower_utf8(texts)
+        texts = tf_text.normalize_utf8(texts, "NFD")
+        texts = tf.strings.regex_replace(texts, f"[{_text_ops.nonspacing_mark_class()}]", "")
+    punct = _text_ops.bert_punctuation_class()
+    space = _text_ops.python_whitespace_class()
+    return tf_text.regex_split(texts, f"[{space}]+|[{punct}]", f"[{punct}]")
+
+
+def read_vocab(vocab_file: str | os.PathLike[str]) -> list[str]:
+    """Reads and validates a BERT ``vocab.txt`` (one token a line).
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: a required special token is missing, a token repeats, or
+        the file uses \\r line endings (TensorFlow's table would keep the \\r).
+    """
+    path = Path(vocab_file)
+    if not path.is_file():
+        raise FileNotFoundError(f"WordPiece vocab file not found: {path}")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not valid UTF-8: {err}") from err
+    if "\r" in text:
+        raise ValueError(f"{path} has \\r line endings; convert it to \\n line endings")
+    tokens = text.split("\n")
+    if tokens and tokens[-1] == "":
+        tokens.pop()  # the final newline ends the last line
+    missing = [t for t in REQUIRED_TOKENS if t not in tokens]
+    if missing:
+        raise ValueError(f"{path} lacks the special token(s) {', '.join(missing)}")
+    seen: dict[str, int] = {}
+    for index, token in enumerate(tokens):
+        if token in seen:
+            raise ValueError(
+                f"{path}: token {token!r} appears on lines {seen[token] + 1} and {index + 1}"
+            )
+        seen[token] = index
+    return tokens
+
+
+class WordPieceTokenizer(Tokenizer):
+    """BERT/Chinese-ALBERT WordPiece tokenizer as a ``tf.Module``.
+
+    Args:
+      vocab_file: a BERT ``vocab.txt`` containing [PAD], [UNK], [CLS], [SEP]
+        and [MASK]. Keep the file in place while the tokenizer is in use; a
+        SavedModel copies it into its assets.
+      lower_case: uncased model (lower-case and strip accents).
+      tokenize_chinese_chars: split CJK ideographs into single characters.
+      max_input_chars_per_word: longer words become [UNK].
+
+    Example:
+        >>> tok = WordPieceTokenizer("vocab.txt")  # doctest: +SKIP
+        >>> tok.tokenize(tf.constant(["模型"])).to_list()  # doctest: +SKIP
+        [[3563, 1798]]
+    """
+
+    kind = "wordpiece"
+
+    def __init__(
+        self,
+        vocab_file: str | os.PathLike[str],
+        *,
+        lower_case: bool = True,
+        tokenize_chinese_chars: bool = True,
+        max_input_chars_per_word: int = 100,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        self._vocab = read_vocab(vocab_file)
+        self._vocab_file = str(Path(vocab_file).resolve())
+        self.lower_case = lower_case
+        self.tokenize_chinese_chars = tokenize_chinese_chars
+        self.max_input_chars_per_word = max_input_chars_per_word
+        index = {token: i for i, token in enumerate(self._vocab)}
+        self._pad_id, self._unk_id, self._cls_id, self._sep_id, self._mask_id = (
+            index[t] for t in REQUIRED_TOKENS
+        )
+        self._token_to_id = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(
+                self._vocab_file,
+                key_dtype=tf.string,
+                key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+                value_dtype=tf.int64,
+                value_index=tf.lookup.TextFileIndex.LINE_NUMBER,
+            ),
+            default_value=self._unk_id,
+        )
+        self._id_to_token = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(
+                self._vocab_file,
+                key_dtype=tf.int64,
+                key_index=tf.lookup.TextFileIndex.LINE_NUMBER,
+                value_dtype=tf.string,
+                value_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+            ),
+            default_value="[UNK]",
+        )
+        # Words are at most max_input_chars_per_word characters here (longer
+        # ones are replaced by [UNK] first), i.e. at most 4x as many bytes.
+        self._wordpiece = tf_text.WordpieceTokenizer(
+            self._token_to_id,
+            suffix_indicator=CONTINUATION,
+            max_bytes_per_word=4 * max_input_chars_per_word + 4,
+            token_out_type=tf.int64,
+            unknown_token="[UNK]",
+        )
+
+    # -- construction ------------------------------------------------------
+
+    @property
+    def options(self) -> dict[str, bool | int]:
+        return {
+            "lower_case": self.lower_case,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars,
+            "max_input_chars_per_word": self.max_input_chars_per_word,
+        }
+
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Writes ``vocab.txt`` and ``tokenizer.json`` into ``directory``."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / VOCAB_FILENAME
+        if not target.exists() or not target.samefile(self._vocab_file):
+            shutil.copyfile(self._vocab_file, target)
+        config = {"kind": self.kind, "vocab_file": VOCAB_FILENAME, **self.options}
+        (out / CONFIG_FILENAME).write_text(json.dumps(config, indent=2) + "\n")
+
+    # -- ids ---------------------------------------------------------------
+
+    @property
+    def vocabulary_size(self) -> int:
+        return len(self._vocab)
+
+    @property
+    def pad_id(self) -> int:
+        return self._pad_id
+
+    @property
+    def unk_id(self) -> int:
+        return self._unk_id
+
+    @property
+    def cls_id(self) -> int:
+        return self._cls_id
+
+    @property
+    def sep_id(self) -> int:
+        return self._sep_id
+
+    @property
+    def mask_id(self) -> int:
+        return self._mask_id
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """All tokens, in id order (Python list; not part of the graph)."""
+        return list(self._vocab)
+
+    def word_start_mask(self) -> np.ndarray:
+        starts = np.array([not t.startswith(CONTINUATION) for t in self._vocab])
+        starts[list(self.special_ids)] = True
+        return starts
+
+    # -- in-graph ----------------------------------------------------------
+
+    def tokenize_to_words(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """tf.string [batch] → tf.string ragged [batch, (words)]: the basic
+        tokenizer's output, with over-long words already replaced by [UNK]."""
+        words = basic_tokenize(
+            texts,
+            lower_case=self.lower_case,
+            tokenize_chinese_chars=self.tokenize_chinese_chars,
+        )
+        flat = words.flat_values
+        too_long = tf.strings.length(flat, unit="UTF8_CHAR") > self.max_input_chars_per_word
+        return words.with_flat_values(tf.where(too_long, "[UNK]", flat))
+
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """tf.string [batch] → int32 ragged [batch, (pieces)]; in-graph."""
+        pieces = self._wordpiece.tokenize(self.tokenize_to_words(texts))
+        return tf.cast(pieces.merge_dims(1, 2), tf.int32)
+
+    def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
+        """int ids [batch, (pieces)] → tf.string [batch]; padding dropped,
+        "##" pieces glued to the piece before (as HF's decode does)."""
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+        ids = tf.ragged.boolean_mask(ids, tf.not_equal(ids, self.pad_id))
+        tokens = self.id_to_token(ids)
+        text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
+        return tf.strings.regex_replace(text, " ##", "")
+
+    def id_to_token(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
+        ids = tf.cast(ids, tf.int64)
+        if isinstance(ids, tf.RaggedTensor):
+            return ids.with_flat_values(self._id_to_token.lookup(ids.flat_values))
+        return self._id_to_token.lookup(ids)
+
+
+def special_vocab_head(num_unused: int = 99) -> list[str]:
+    """BERT's reserved block: [PAD], [unused1..n], [UNK], [CLS], [SEP], [MASK]."""
+    unused = [f"[unused{i}]" for i in range(1, num_unused + 1)]
+    return ["[PAD]", *unused, "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+_COUNT_BATCH = 2048
+
+
+def count_words(
+    sentences: Iterable[str],
+    *,
+    lower_case: bool = True,
+    tokenize_chinese_chars: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> collections.Counter[str]:
+    """Counts the basic tokenizer's words (the very graph ops used at
+    tokenisation time), in batches."""
+    counts: collections.Counter[str] = collections.Counter()
+    seen = 0
+
+    def flush(batch: list[str]) -> None:
+        words = basic_tokenize(
+            tf.constant(batch),
+            lower_case=lower_case,
+            tokenize_chinese_chars=tokenize_chinese_chars,
+        )
+        counts.update(w.decode("utf-8") for w in words.flat_values.numpy())
+
+    batch: list[str] = []
+    for sentence in sentences:
+        batch.append(sentence)
+        if len(batch) == _COUNT_BATCH:
+            flush(batch)
+            seen += len(batch)
+            batch = []
+            if progress is not None:
+                progress(seen)
+    if batch:
+        flush(batch)
+        seen += len(batch)
+    if progress is not None:
+        progress(seen)
+    return counts
+
+
+def build_wordpiece_vocab(
+    word_counts: collections.Counter[str] | dict[str, int],
+    *,
+    vocab_size: int = 21128,
+    num_unused: int = 99,
+    extra_reserved: Sequence[str] = (),
+    min_count: int = 2,
+    max_unique_chars: int = 20000,
+    max_token_length: int = 50,
+) -> list[str]:
+    """Learns a BERT-style WordPiece vocabulary from word counts.
+
+    Uses tensorflow-text's WordPiece learner (frequency-threshold search,
+    every seen character kept both alone and as "##c"). The result starts
+    with :func:`special_vocab_head` then ``extra_reserved``.
+
+    Raises:
+      ValueError: no words, or ``vocab_size`` not larger than the reserved
+        block.
+
+    Example:
+        >>> vocab = build_wordpiece_vocab({"hello": 5, "help": 3}, vocab_size=120)
+        >>> vocab[0], vocab[100:104], "##l" in vocab
+        ('[PAD]', ['[UNK]', '[CLS]', '[SEP]', '[MASK]'], True)
+    """
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
+
+    reserved = special_vocab_head(num_unused) + list(extra_reserved)
+    if vocab_size <= len(reserved):
+        raise ValueError(
+            f"vocab_size {vocab_size} leaves no room after {len(reserved)} reserved tokens"
+        )
+    counts = {w: c for w, c in word_counts.items() if w}
+    if not counts:
+        raise ValueError("training corpus is empty: no words to build a vocabulary from")
+    vocab = wordpiece_tokenizer_learner_lib.learn(
+        counts,
+        vocab_size=vocab_size,
+        reserved_tokens=reserved,
+        lower_thresh=min_count,
+        max_unique_chars=max_unique_chars,
+        max_token_length=max_token_length,
+        include_joiner_token=True,
+        joiner=CONTINUATION,
+    )
+    return list(vocab)[:vocab_size] if len(vocab) > vocab_size else list(vocab)
+
+
+def train_wordpiece(
+    sentences: Iterable[str],
+    output_dir: str | os.PathLike[str],
+    *,
+    vocab_size: int = 21128,
+    lower_case: bool = True,
+    tokenize_chinese_chars: bool = True,
+    num_unused: int = 99,
+    min_count: int = 2,
+    max_unique_chars: int = 20000,
+    progress: Callable[[int], None] | None = None,
+) -> WordPieceTokenizer:
+    """Counts words, learns a vocab, writes ``vocab.txt`` + ``tokenizer.json``.
+
+    Example:
+        >>> tok = train_wordpiece(lines, "/tmp/wp", vocab_size=2000)  # doctest: +SKIP
+    """
+    counts = count_words(
+        sentences,
+        lower_case=lower_case,
+        tokenize_chinese_chars=tokenize_chinese_chars,
+        progress=progress,
+    )
+    vocab = build_wordpiece_vocab(
+        counts,
+        vocab_size=vocab_size,
+        num_unused=num_unused,
+        min_count=min_count,
+        max_unique_chars=max_unique_chars,
+    )
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / VOCAB_FILENAME).write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tokenizer = WordPieceTokenizer(
+        out / VOCAB_FILENAME,
+        lower_case=lower_case,
+        tokenize_chinese_chars=tokenize_chinese_chars,
+    )
+    tokenizer.save(out)
+    return tokenizer
