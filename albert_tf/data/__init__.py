@@ -1,8 +1,31 @@
-"""Corpora, pretraining examples and the dynamic-masking input pipeline."""
+"""Corpora, pretraining examples and the dynamic-masking input pipeline.
+
+>>> from albert_tf.data import read_documents, sample_path
+>>> len(list(read_documents(sample_path("zh"))))
+284
+"""
 
 from __future__ import annotations
 
 import pathlib
+
+from albert_tf.data.corpus import (
+    Document,
+    ReadStats,
+    read_corpus,
+    read_documents,
+    split_lines,
+    split_sentences,
+    tfds_documents,
+)
+from albert_tf.data.masking import Masker, MaskingVocab, default_max_predictions
+from albert_tf.data.pipeline import pretraining_dataset
+from albert_tf.data.pretraining import (
+    PretrainingExample,
+    WriteSummary,
+    create_examples_from_document,
+    write_pretraining_data,
+)
 
 _SAMPLE_DIR = pathlib.Path(__file__).resolve().parent / "sample"
 
@@ -14,10 +37,25 @@ def sample_path(language: str = "en") -> str:
     True
     """
     if language not in ("en", "zh"):
-        raise ValueError(
-            f"no embedded sample for language {language!r}; use 'en' or 'zh'"
-        )
+        raise ValueError(f"no embedded sample for {language!r}; use 'en' or 'zh'")
     return str(_SAMPLE_DIR / f"{language}_sample.jsonl")
 
 
-__all__ = ["sample_path"]
+__all__ = [
+    "Document",
+    "Masker",
+    "MaskingVocab",
+    "PretrainingExample",
+    "ReadStats",
+    "WriteSummary",
+    "create_examples_from_document",
+    "default_max_predictions",
+    "pretraining_dataset",
+    "read_corpus",
+    "read_documents",
+    "sample_path",
+    "split_lines",
+    "split_sentences",
+    "tfds_documents",
+    "write_pretraining_data",
+]

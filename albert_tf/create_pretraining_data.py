@@ -1,0 +1,78 @@
+r"""Writes sharded TFRecords of unmasked ALBERT pretraining pairs.
+
+Masking happens later, dynamically, in `albert_tf.data.pretraining_dataset`.
+
+Example (the embedded English sample, a trained tokenizer)::
+
+    python -m albert_tf.create_pretraining_data \
+        --input=albert_tf/data/sample/en_sample.jsonl \
+        --tokenizer_dir=/tmp/tok_en --output_dir=/tmp/pretrain_en \
+        --max_seq_length=128 --dupe_factor=5 --num_shards=4
+
+Any tensorflow-datasets dataset with a text feature works too
+(``--tfds_name=albert_corpus --tfds_data_dir=...`` for local files built
+offline, see `albert_tf.data.tfds_corpus`).
+"""
+
+from __future__ import annotations
+
+from absl import app, flags
+
+_INPUT = flags.DEFINE_list("input", None, "Input files or globs (text or jsonl, gzip or not).")
+_TFDS_NAME = flags.DEFINE_string(
+    "tfds_name", None, "A tfds dataset with a text feature, instead of --input."
+)
+_TFDS_SPLIT = flags.DEFINE_string("tfds_split", "train", "tfds split expression.")
+_TFDS_DATA_DIR = flags.DEFINE_string("tfds_data_dir", None, "tfds data_dir.")
+_TFDS_TEXT_KEY = flags.DEFINE_string(
+    "tfds_text_key", None, "tfds text feature (default: the first Text feature)."
+)
+_TOKENIZER_DIR = flags.DEFINE_string(
+    "tokenizer_dir", None, "Directory a Tokenizer was saved to.", required=True
+)
+_OUTPUT_DIR = flags.DEFINE_string(
+    "output_dir", None, "Where shards and metadata.json go.", required=True
+)
+_MAX_SEQ_LENGTH = flags.DEFINE_integer("max_seq_length", 512, "Tokens per example.")
+_SENTENCE_TASK = flags.DEFINE_enum(
+    "sentence_task", "sop", ["sop", "nsp", "none"], "Sentence-level task."
+)
+_SHORT_SEQ_PROB = flags.DEFINE_float(
+    "short_seq_prob", 0.1, "Probability of a shorter random target length."
+)
+_DUPE_FACTOR = flags.DEFINE_integer(
+    "dupe_factor", 10, "Passes over the data, each with different pairs."
+)
+_NUM_SHARDS = flags.DEFINE_integer("num_shards", 16, "Output TFRecord files.")
+_SEED = flags.DEFINE_integer("seed", 12345, "Random seed.")
+_NUM_WORKERS = flags.DEFINE_integer(
+    "num_workers", 1, "Processes (parallel over input files / tfds sub-splits)."
+)
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    from albert_tf.data.pretraining import write_pretraining_data
+
+    if bool(_INPUT.value) == bool(_TFDS_NAME.value):
+        raise app.UsageError("give exactly one of --input or --tfds_name")
+    write_pretraining_data(
+        tokenizer=_TOKENIZER_DIR.value,
+        output_dir=_OUTPUT_DIR.value,
+        inputs=_INPUT.value or None,
+        tfds_name=_TFDS_NAME.value,
+        tfds_split=_TFDS_SPLIT.value,
+        tfds_data_dir=_TFDS_DATA_DIR.value,
+        tfds_text_key=_TFDS_TEXT_KEY.value,
+        max_seq_length=_MAX_SEQ_LENGTH.value,
+        sentence_task=_SENTENCE_TASK.value,
+        short_seq_prob=_SHORT_SEQ_PROB.value,
+        dupe_factor=_DUPE_FACTOR.value,
+        num_shards=_NUM_SHARDS.value,
+        seed=_SEED.value,
+        num_workers=_NUM_WORKERS.value,
+    )
+
+
+if __name__ == "__main__":
+    app.run(main)
