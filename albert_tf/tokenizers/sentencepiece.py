@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -38,13 +39,19 @@ import numpy as np
 import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
+from tensorflow_text.python.ops.sentencepiece_tokenizer import (
+    gen_sentencepiece_tokenizer as _gen_sentencepiece,
+)
 
 from albert_tf.tokenizers import _text_ops
 from albert_tf.tokenizers.base import Tokenizer
 
 MODEL_FILENAME = "spiece.model"
 CONFIG_FILENAME = "tokenizer.json"
-WORD_START = "▁"  # U+2581, SentencePiece's word-boundary marker
+WORD_START = "▁"
+_sentencepiece_op = (
+    _gen_sentencepiece.sentencepiece_op
+)  # U+2581, SentencePiece's word-boundary marker
 
 
 def normalize_text(
@@ -151,6 +158,7 @@ class SentencePieceTokenizer(Tokenizer):
         self._sp = tf_text.SentencepieceTokenizer(
             model=model_proto, out_type=tf.string, nbest_size=0, alpha=1.0
         )
+        self._sp._model_resource = _SentencepieceResource(model_proto)
 
     # -- construction ------------------------------------------------------
 
@@ -291,6 +299,25 @@ class SentencePieceTokenizer(Tokenizer):
         return self._sp.id_to_string(tf.cast(ids, tf.int32))
 
 
+class _SentencepieceResource(tf.saved_model.experimental.TrackableResource):
+    """The tf-text SentencePiece model resource under a name of its own.
+
+    tf-text's resource has no shared name, so eager tokenizers built from the
+    same model bytes share one kernel-owned resource: once the first is
+    garbage-collected the others fail with "Resource ... does not exist".
+    A unique shared name gives every tokenizer its own resource.
+    """
+
+    def __init__(self, model_proto: bytes) -> None:
+        super().__init__()
+        self._model = model_proto
+        self._shared_name = f"albert_tf_sentencepiece_{uuid.uuid4().hex}"
+        _ = self.resource_handle  # creates the resource now
+
+    def _create_resource(self) -> tf.Tensor:
+        return _sentencepiece_op(model=self._model, shared_name=self._shared_name)
+
+
 def _as_ragged(ids: tf.Tensor | tf.RaggedTensor) -> tf.RaggedTensor:
     if isinstance(ids, tf.RaggedTensor):
         return ids
@@ -421,7 +448,7 @@ def train_sentencepiece(
         try:
             run(vocab_size)
         except RuntimeError as err:
-            match = re.search(r"Vocabulary size is too high \((\d+)\).*<= (\d+)", str(err))
+            match = re.search(r"Vocabulary size (?:is )?too high \((\d+)\).*?<= (\d+)", str(err))
             if match is None:
                 raise
             largest = int(match.group(2))

@@ -1,0 +1,77 @@
+"""Shared fixtures: a SentencePiece model and a WordPiece vocab built by the
+tests themselves from the in-repo sample corpora plus text written here."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from albert_tf.tokenizers.corpus import iter_sentences
+from albert_tf.tokenizers.sentencepiece import SentencePieceTokenizer, train_sentencepiece
+from albert_tf.tokenizers.wordpiece import WordPieceTokenizer, train_wordpiece
+
+SAMPLE_DIR = Path(__file__).resolve().parents[2] / "albert_tf" / "data" / "sample"
+
+
+def _sample(name: str, limit: int) -> list[str]:
+    path = SAMPLE_DIR / name
+    if not path.is_file():  # the sample corpora are optional for these tests
+        return []
+    return list(iter_sentences([path]))[:limit]
+
+
+def numeric_lines(n: int, seed: int = 0) -> list[str]:
+    """English-ish lines dense in comma-grouped numbers, so that pieces such
+    as "000," enter the vocabulary and the digit-comma rule has work to do."""
+    rng = random.Random(seed)
+    words = ["total", "budget", "people", "votes", "miles", "tons", "sales", "cost"]
+    lines = []
+    for _ in range(n):
+        a, b = rng.randrange(1000, 10**7), rng.randrange(1, 99)
+        w = rng.choice(words)
+        lines.append(
+            f"In {rng.randrange(1900, 2030)}, the {w} was {a:,}, up {b},{rng.randrange(100, 999)}, "
+            f"or {rng.randrange(1, 9)},{rng.randrange(0, 9)} percent; Café naïve résumé."
+        )
+    return lines
+
+
+@pytest.fixture(scope="session")
+def english_lines() -> list[str]:
+    return _sample("en_sample.jsonl", 3000) + numeric_lines(1500)
+
+
+@pytest.fixture(scope="session")
+def chinese_lines() -> list[str]:
+    return (
+        _sample("zh_sample.jsonl", 3000)
+        + _sample("en_sample.jsonl", 500)
+        + ["我爱ALBERT模型，它在2024年发布。", "中文分词：每个汉字单独成词。"] * 20
+        + numeric_lines(200)
+    )
+
+
+@pytest.fixture(scope="session")
+def sp_dir(tmp_path_factory: pytest.TempPathFactory, english_lines: list[str]) -> Path:
+    out = tmp_path_factory.mktemp("spm")
+    train_sentencepiece(english_lines, out, vocab_size=1500)
+    return out
+
+
+@pytest.fixture(scope="session")
+def sp_tokenizer(sp_dir: Path) -> SentencePieceTokenizer:
+    return SentencePieceTokenizer.from_file(sp_dir / "spiece.model")
+
+
+@pytest.fixture(scope="session")
+def wp_dir(tmp_path_factory: pytest.TempPathFactory, chinese_lines: list[str]) -> Path:
+    out = tmp_path_factory.mktemp("wordpiece")
+    train_wordpiece(chinese_lines, out, vocab_size=3000, num_unused=20)
+    return out
+
+
+@pytest.fixture(scope="session")
+def wp_tokenizer(wp_dir: Path) -> WordPieceTokenizer:
+    return WordPieceTokenizer(wp_dir / "vocab.txt")
