@@ -63,9 +63,7 @@ class ReadStats:
 
     documents: int = 0
     sentences: int = 0
-    skipped: collections.Counter = dataclasses.field(
-        default_factory=collections.Counter
-    )
+    skipped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
     def skip(self, reason: str, count: int = 1) -> None:
         self.skipped[reason] += count
@@ -106,9 +104,7 @@ _ABBREVIATIONS = frozenset(
     ("mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "etc", "e.g", "i.e")
     + ("no", "fig", "vol", "mt", "gen", "col", "lt", "capt", "rev", "hon")
 )
-_CJK_CHAR = re.compile(
-    "[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]"
-)
+_CJK_CHAR = re.compile("[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -162,9 +158,7 @@ def _is_boundary(text: str, m: re.Match[str], end: int) -> bool:
     if nxt[0].islower():
         return False
     if run == ".":
-        word = (
-            text[: m.start()].rsplit(None, 1)[-1] if text[: m.start()].strip() else ""
-        )
+        word = text[: m.start()].rsplit(None, 1)[-1] if text[: m.start()].strip() else ""
         word = word.lstrip(_CLOSERS + "(").lower()
         if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
             return False
@@ -318,9 +312,7 @@ def read_documents(
     if file_format == "auto":
         file_format = detect_format(path)
     if file_format not in ("text", "jsonl"):
-        raise ValueError(
-            f"file_format must be 'text', 'jsonl' or 'auto', got {file_format!r}"
-        )
+        raise ValueError(f"file_format must be 'text', 'jsonl' or 'auto', got {file_format!r}")
     clean = dict(max_sentence_chars=max_sentence_chars)
     with _open_binary(path) as fh:
         if file_format == "text":
@@ -380,15 +372,15 @@ def read_corpus(
 
 
 def find_text_feature(features) -> str:
-    """Name of the first top-level `tfds.features.Text` feature."""
+    """``"text"`` if it is a `tfds.features.Text`, else the first Text feature."""
     import tensorflow_datasets as tfds
 
+    if "text" in features and isinstance(features["text"], tfds.features.Text):
+        return "text"
     for name, feature in features.items():
         if isinstance(feature, tfds.features.Text):
             return name
-    raise ValueError(
-        f"dataset has no top-level Text feature (features: {list(features)})"
-    )
+    raise ValueError(f"dataset has no top-level Text feature (features: {list(features)})")
 
 
 def tfds_documents(
@@ -413,7 +405,7 @@ def tfds_documents(
       name: tfds name, e.g. ``"albert_corpus"`` or ``"wikipedia/20230601.en"``.
       split: a tfds split expression (``"train[:10%]"`` works).
       data_dir: tfds data directory.
-      text_key: the text feature; default: the first `tfds.features.Text`.
+      text_key: the text feature; default: `find_text_feature`.
       download: let tfds download/prepare (default: offline, must be built).
     """
     import tensorflow_datasets as tfds
