@@ -1,0 +1,253 @@
+"""Pair building (SOP / NSP / none) on id sequences, and the shard writer."""
+
+from __future__ import annotations
+
+import collections
+import glob
+import json
+import math
+import os
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.data import sample_path
+from albert_tf.data.pretraining import (
+    create_examples_from_document,
+    write_pretraining_data,
+)
+
+CLS, SEP = 2, 3
+DOC_STRIDE = 100_000
+
+
+def make_documents(num_docs: int, rng: random.Random, max_sentence: int = 12):
+    """Documents whose token ids are consecutive integers: doc d starts at
+    d * DOC_STRIDE + 10, so any id tells its document and its position."""
+    docs = []
+    for d in range(num_docs):
+        nxt = d * DOC_STRIDE + 10
+        doc = []
+        for _ in range(rng.randint(2, 30)):
+            n = rng.randint(1, max_sentence)
+            doc.append(list(range(nxt, nxt + n)))
+            nxt += n
+        docs.append(doc)
+    return docs
+
+
+def split_example(ex):
+    ids, segs = ex.token_ids, ex.segment_ids
+    assert ids[0] == CLS and ids[-1] == SEP
+    a_end = ids.index(SEP)
+    a, b = ids[1:a_end], ids[a_end + 1 : -1]
+    assert segs == [0] * (a_end + 1) + [1] * (len(ids) - a_end - 1)
+    return a, b
+
+
+def all_examples(docs, task, seed=0, **kw):
+    rng = random.Random(seed)
+    out = []
+    for i in range(len(docs)):
+        out += create_examples_from_document(
+            docs, i, cls_id=CLS, sep_id=SEP, rng=rng, sentence_task=task, **kw
+        )
+    return out
+
+
+def is_run(xs):
+    return all(y == x + 1 for x, y in zip(xs, xs[1:], strict=False))
+
+
+@pytest.mark.parametrize("max_seq_length", [16, 64])
+def test_sop_pairs_are_ordered_segments(max_seq_length):
+    docs = make_documents(300, random.Random(1))
+    examples = all_examples(docs, "sop", max_seq_length=max_seq_length)
+    assert len(examples) > 500
+    for ex in examples:
+        assert len(ex.token_ids) <= max_seq_length
+        a, b = split_example(ex)
+        assert a and b
+        # Both segments are contiguous runs of one document (truncation only
+        # removes tokens from the ends).
+        assert is_run(a) and is_run(b)
+        assert a[0] // DOC_STRIDE == b[0] // DOC_STRIDE
+        if ex.sentence_order_label == 0:
+            assert a[-1] < b[0]
+        else:
+            assert b[-1] < a[0]
+
+
+def test_sop_label_balance():
+    docs = make_documents(400, random.Random(2))
+    examples = all_examples(docs, "sop", max_seq_length=32, seed=3)
+    n = len(examples)
+    frac = sum(e.sentence_order_label for e in examples) / n
+    # Each pair is swapped with probability 1/2: binomial sd = sqrt(.25/n).
+    assert abs(frac - 0.5) < 4 * math.sqrt(0.25 / n), (frac, n)
+
+
+def test_short_seq_prob():
+    # Many 1-token sentences: with the full target, a document's first example
+    # always fills max_seq_length; it is shorter only when a short target
+    # (uniform in [2, max - 3]) was drawn: p = 0.1 * (1 - 1 / (max - 4)).
+    max_len = 20
+    docs = [[[d * DOC_STRIDE + 10 + i] for i in range(60)] for d in range(3000)]
+    rng = random.Random(4)
+    short = 0
+    for i in range(len(docs)):
+        first = create_examples_from_document(
+            docs, i, max_seq_length=max_len, cls_id=CLS, sep_id=SEP, rng=rng
+        )[0]
+        short += len(first.token_ids) < max_len
+    expected = 0.1 * (1 - 1 / (max_len - 4))
+    sd = math.sqrt(expected * (1 - expected) / len(docs))
+    assert abs(short / len(docs) - expected) < 4 * sd
+
+
+def test_truncation_fits_and_is_random_end():
+    # A 100-token first sentence fills a chunk alone: it is split inside and
+    # cut to fit, sometimes at the front and sometimes at the back.
+    docs = [[list(range(10, 110)), list(range(110, 210))]]
+    fronts = backs = 0
+    for seed in range(200):
+        ex = all_examples(docs, "sop", seed=seed, max_seq_length=23, short_seq_prob=0)[0]
+        assert len(ex.token_ids) == 23
+        a, b = split_example(ex)
+        fronts += min(a + b) > 10
+        backs += max(a + b) < 109
+    assert fronts > 50 and backs > 50
+
+
+def test_nsp_random_segments_come_from_other_documents():
+    docs = make_documents(200, random.Random(5))
+    examples = all_examples(docs, "nsp", max_seq_length=32)
+    labels = collections.Counter(e.sentence_order_label for e in examples)
+    assert labels[0] > 100 and labels[1] > 100
+    for ex in examples:
+        a, b = split_example(ex)
+        same_doc = a[0] // DOC_STRIDE == b[0] // DOC_STRIDE
+        if ex.sentence_order_label == 0:
+            assert same_doc and a[-1] < b[0]
+        else:
+            assert not same_doc
+
+
+def test_none_mode_single_segment():
+    docs = make_documents(50, random.Random(6))
+    examples = all_examples(docs, "none", max_seq_length=24)
+    for ex in examples:
+        assert ex.token_ids[0] == CLS and ex.token_ids[-1] == SEP
+        assert SEP not in ex.token_ids[1:-1]
+        assert set(ex.segment_ids) == {0} and ex.sentence_order_label == 0
+        assert len(ex.token_ids) <= 24 and is_run(ex.token_ids[1:-1])
+
+
+def test_one_sentence_documents_are_counted():
+    docs = [[[10, 11, 12]], [[20, 21], [22, 23]]]
+    stats = collections.Counter()
+    rng = random.Random(0)
+    kw = dict(max_seq_length=16, cls_id=CLS, sep_id=SEP, rng=rng, stats=stats)
+    assert create_examples_from_document(docs, 0, **kw) == []
+    assert stats["one_sentence_document"] == 1
+    assert create_examples_from_document(docs, 0, sentence_task="none", **kw)
+
+
+def test_same_seed_same_examples():
+    docs = make_documents(30, random.Random(7))
+    a = all_examples(docs, "sop", seed=11, max_seq_length=32)
+    b = all_examples(docs, "sop", seed=11, max_seq_length=32)
+    c = all_examples(docs, "sop", seed=12, max_seq_length=32)
+    assert a == b and a != c
+
+
+# --------------------------------------------------------------------------
+# The writer
+# --------------------------------------------------------------------------
+
+
+def read_records(output_dir):
+    files = sorted(glob.glob(os.path.join(output_dir, "pretrain-*.tfrecord")))
+    out = []
+    for record in tf.data.TFRecordDataset(files):
+        ex = tf.train.Example.FromString(record.numpy())
+        f = ex.features.feature
+        out.append(
+            (
+                list(f["token_ids"].int64_list.value),
+                list(f["segment_ids"].int64_list.value),
+                f["sentence_order_label"].int64_list.value[0],
+            )
+        )
+    return files, out
+
+
+def test_write_pretraining_data(tmp_path, toy_tokenizer):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(
+        b"First sentence here.\nSecond one follows.\nThird.\n\n"
+        b"\xff\xfe broken line\n\nLonely sentence.\n\n"
+    )
+    out = str(tmp_path / "out")
+    summary = write_pretraining_data(
+        tokenizer=toy_tokenizer,
+        output_dir=out,
+        inputs=[sample_path("en"), str(bad)],
+        max_seq_length=64,
+        dupe_factor=2,
+        num_shards=3,
+        seed=1,
+        show_progress=False,
+        log=None,
+    )
+    files, records = read_records(out)
+    assert len(files) == 3 and len(records) == summary.examples > 100
+    assert summary.documents == 42 + 2
+    assert summary.skipped == {"invalid_utf8": 1, "one_sentence_document": 1}
+    for ids, segs, label in records:
+        assert len(ids) == len(segs) <= 64 and ids[0] == toy_tokenizer.cls_id
+        assert label in (0, 1)
+    meta = json.load(open(os.path.join(out, "metadata.json")))  # noqa: SIM115
+    assert meta["max_seq_length"] == 64 and meta["summary"]["examples"] == len(records)
+    assert os.path.exists(os.path.join(out, "masking_vocab.json"))
+    assert not os.path.exists(os.path.join(out, ".parts"))
+
+    # Same inputs and seed: byte-identical shards.
+    out2 = str(tmp_path / "out2")
+    write_pretraining_data(
+        tokenizer=toy_tokenizer,
+        output_dir=out2,
+        inputs=[sample_path("en"), str(bad)],
+        max_seq_length=64,
+        dupe_factor=2,
+        num_shards=3,
+        seed=1,
+        show_progress=False,
+        log=None,
+    )
+    for f in files:
+        other = os.path.join(out2, os.path.basename(f))
+        assert open(f, "rb").read() == open(other, "rb").read()  # noqa: SIM115
+
+    labels = np.array([r[2] for r in records])
+    assert abs(labels.mean() - 0.5) < 4 * math.sqrt(0.25 / len(labels))
+
+
+def test_write_errors_before_work(tmp_path, toy_tokenizer):
+    with pytest.raises(FileNotFoundError):
+        write_pretraining_data(
+            tokenizer=toy_tokenizer,
+            output_dir=str(tmp_path / "o"),
+            inputs=[str(tmp_path / "missing.txt")],
+            log=None,
+        )
+    with pytest.raises(ValueError, match="sentence_task"):
+        write_pretraining_data(
+            tokenizer=toy_tokenizer,
+            output_dir=str(tmp_path / "o"),
+            inputs=[sample_path("en")],
+            sentence_task="xyz",
+        )
+    assert not os.path.exists(tmp_path / "o")
