@@ -26,10 +26,24 @@ ShareMode = Literal["all", "attention", "ffn", "none"]
 
 # Activations this package implements, by their Hugging Face name.
 ACTIVATIONS = ("gelu_new", "gelu", "relu", "tanh", "silu", "linear")
-_HF_ALIASES = {"gelu_fast": "gelu_new", "gelu_pytorch_tanh": "gelu_new", "swish": "silu"}
+_HF_ALIASES = {
+    "gelu_fast": "gelu_new",
+    "gelu_pytorch_tanh": "gelu_new",
+    "swish": "silu",
+}
 # The official code's get_activation(): "gelu" there is the tanh approximation.
-_OFFICIAL_TO_HF = {"gelu": "gelu_new", "relu": "relu", "tanh": "tanh", "linear": "linear"}
-_HF_TO_OFFICIAL = {"gelu_new": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
+_OFFICIAL_TO_HF = {
+    "gelu": "gelu_new",
+    "relu": "relu",
+    "tanh": "tanh",
+    "linear": "linear",
+}
+_HF_TO_OFFICIAL = {
+    "gelu_new": "gelu",
+    "relu": "relu",
+    "tanh": "tanh",
+    "linear": "linear",
+}
 
 # Keys of the official albert_config.json that the official code never reads.
 _OFFICIAL_DEAD_KEYS = frozenset(
@@ -156,9 +170,7 @@ class AlbertConfig:
                 "tanh approximation the official 'gelu' means)."
             )
         if self.share not in SHARE_MODES:
-            raise ConfigError(
-                f"Unknown share mode {self.share!r}; expected one of {SHARE_MODES}."
-            )
+            raise ConfigError(f"Unknown share mode {self.share!r}; expected one of {SHARE_MODES}.")
         for name in (
             "hidden_dropout_prob",
             "attention_probs_dropout_prob",

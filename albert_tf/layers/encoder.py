@@ -48,8 +48,12 @@ def sharing_plan(
         >>> [s.feedforward for s in sharing_plan(3, 1, 1, "attention")]
         [('layer', 0, 0), ('layer', 1, 0), ('layer', 2, 0)]
     """
-    shared = {"all": (True, True), "attention": (True, False),
-              "ffn": (False, True), "none": (False, False)}
+    shared = {
+        "all": (True, True),
+        "attention": (True, False),
+        "ffn": (False, True),
+        "none": (False, False),
+    }
     if share not in shared:
         raise ValueError(f"Unknown share mode {share!r}; expected one of {list(shared)}.")
     attention_shared, feedforward_shared = shared[share]
@@ -140,9 +144,7 @@ class AlbertEncoder(keras.layers.Layer):
                     attention_dropout=attention_dropout,
                     activation=activation,
                     layer_norm_epsilon=layer_norm_eps,
-                    kernel_initializer=keras.initializers.TruncatedNormal(
-                        stddev=initializer_range
-                    ),
+                    kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
                     attention_from=owner.get(slot.attention),
                     feedforward_from=owner.get(slot.feedforward),
                     dtype=self.dtype_policy,
@@ -163,22 +165,21 @@ class AlbertEncoder(keras.layers.Layer):
     def call(self, x, padding_mask=None, output_hidden_states=False, training=None):
         hidden_states = [x]
         for index in self._slot_to_layer:
-            x = self.transformer_layers[index](
-                x, padding_mask=padding_mask, training=training
-            )
+            x = self.transformer_layers[index](x, padding_mask=padding_mask, training=training)
             hidden_states.append(x)
         return hidden_states if output_hidden_states else x
 
     def compute_output_shape(self, x_shape, padding_mask_shape=None):
         return x_shape
 
-    def compute_output_spec(
-        self, x, padding_mask=None, output_hidden_states=False, training=None
-    ):
-        spec = keras.KerasTensor(x.shape, dtype=self.compute_dtype)
+    def compute_output_spec(self, x, padding_mask=None, output_hidden_states=False, training=None):
+        def spec():
+            return keras.KerasTensor(x.shape, dtype=self.compute_dtype)
+
         if output_hidden_states:
-            return [spec] * (len(self.plan) + 1)
-        return spec
+            # Distinct objects: a functional model maps each to its own output.
+            return [spec() for _ in range(len(self.plan) + 1)]
+        return spec()
 
     def get_config(self):
         config = super().get_config()

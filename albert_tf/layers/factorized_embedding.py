@@ -94,9 +94,7 @@ class FactorizedEmbedding(keras.layers.Layer):
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm"
         )
-        self.dropout_layer = keras.layers.Dropout(
-            dropout, dtype=self.dtype_policy, name="dropout"
-        )
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self.projection = None
         if embedding_size != hidden_size:
             self.projection = keras.layers.Dense(
@@ -143,4 +141,3 @@ class FactorizedEmbedding(keras.layers.Layer):
             initializer_range=self.initializer_range,
         )
         return config
-

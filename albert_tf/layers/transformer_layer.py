@@ -77,9 +77,7 @@ class AlbertTransformerLayer(keras_hub.layers.TransformerEncoder):
         # it; a strong attribute would make Keras track all of its weights as
         # ours, including the block we do *not* share.
         self._attention_from = weakref.ref(attention_from) if attention_from else None
-        self._feedforward_from = (
-            weakref.ref(feedforward_from) if feedforward_from else None
-        )
+        self._feedforward_from = weakref.ref(feedforward_from) if feedforward_from else None
 
     @property
     def shares_attention(self) -> bool:
@@ -110,9 +108,7 @@ class AlbertTransformerLayer(keras_hub.layers.TransformerEncoder):
                 dtype=self.dtype_policy,
                 name="self_attention_layer",
             )
-            self._self_attention_layer.build(
-                query_shape=inputs_shape, value_shape=inputs_shape
-            )
+            self._self_attention_layer.build(query_shape=inputs_shape, value_shape=inputs_shape)
             self._self_attention_layer_norm = keras.layers.LayerNormalization(
                 epsilon=self.layer_norm_epsilon,
                 dtype=self.dtype_policy,
@@ -142,9 +138,7 @@ class AlbertTransformerLayer(keras_hub.layers.TransformerEncoder):
                 dtype=self.dtype_policy,
                 name="feedforward_output_dense",
             )
-            self._feedforward_output_dense.build(
-                (*inputs_shape[:-1], self.intermediate_dim)
-            )
+            self._feedforward_output_dense.build((*inputs_shape[:-1], self.intermediate_dim))
             self._feedforward_layer_norm = keras.layers.LayerNormalization(
                 epsilon=self.layer_norm_epsilon,
                 dtype=self.dtype_policy,
@@ -162,14 +156,10 @@ class AlbertTransformerLayer(keras_hub.layers.TransformerEncoder):
         self.built = True
 
     def _initializer(self):
-        return self.kernel_initializer.__class__.from_config(
-            self.kernel_initializer.get_config()
-        )
+        return self.kernel_initializer.__class__.from_config(self.kernel_initializer.get_config())
 
     def _bias_initializer(self):
-        return self.bias_initializer.__class__.from_config(
-            self.bias_initializer.get_config()
-        )
+        return self.bias_initializer.__class__.from_config(self.bias_initializer.get_config())
 
     def get_config(self):
         config = super().get_config()
