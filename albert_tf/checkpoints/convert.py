@@ -1,0 +1,270 @@
+"""Convert official TF1 and Hugging Face ALBERT checkpoints to our format."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+
+import numpy as np
+
+from albert_tf.checkpoints.name_table import to_ours, weight_table
+from albert_tf.checkpoints.saved_format import (
+    CheckpointError,
+    assign_weights,
+    save_model,
+)
+from albert_tf.checkpoints.torch_free_readers import read_pytorch_bin, read_safetensors
+from albert_tf.config import AlbertConfig
+
+# Optimizer slots and bookkeeping that official checkpoints carry.
+_TF1_SKIPPED_SUFFIXES = ("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")
+_TF1_SKIPPED_NAMES = ("global_step",)
+# Buffers Hugging Face may save that are not weights.
+_HF_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+POOLER = "backbone/pooler/"
+
+
+@dataclasses.dataclass
+class Converted:
+    """Arrays by our names, and what the source did and did not contain."""
+
+    config: AlbertConfig
+    arrays: dict[str, np.ndarray]
+    heads: list[str]
+
+    @property
+    def fresh(self) -> list[str]:
+        """Components the source lacks, which keep their initialisation."""
+        wanted = ["pooler"] + (
+            ["multiple_choice_head"]
+            if self.task == "multiple_choice"
+            else ["mlm_head", "sop_head"]
+        )
+        has_pooler = any(n.startswith(POOLER) for n in self.arrays)
+        present = set(self.heads) | ({"pooler"} if has_pooler else set())
+        return [c for c in wanted if c not in present]
+
+    @property
+    def task(self) -> str:
+        return "multiple_choice" if "multiple_choice_head" in self.heads else "pretraining"
+
+
+def _collect(
+    config: AlbertConfig,
+    source: Mapping[str, np.ndarray],
+    foreign_name,
+    *,
+    torch_layout,
+) -> tuple[Converted, set[str]]:
+    arrays: dict[str, np.ndarray] = {}
+    used: set[str] = set()
+    for row in weight_table(config):
+        name = foreign_name(row)
+        if not name or name not in source:
+            continue
+        arrays[row.ours] = to_ours(source[name], row.layout, config, torch_layout=torch_layout(row))
+        used.add(name)
+    return Converted(config, arrays, _heads_present(arrays)), used
+
+
+def _heads_present(arrays: Mapping[str, np.ndarray]) -> list[str]:
+    return sorted({n.split("/", 1)[0] for n in arrays} - {"backbone"})
+
+
+def _check_leftovers(leftover: list[str], origin: str) -> None:
+    if leftover:
+        raise CheckpointError(
+            f"{origin} has {len(leftover)} variables this converter does not know: "
+            f"{sorted(leftover)[:20]}{' ...' if len(leftover) > 20 else ''}. Check "
+            "that its config (num_hidden_groups, inner_group_num, embedding_size) "
+            "matches the checkpoint; nothing is skipped silently."
+        )
+
+
+# ---------------------------------------------------------------- TF1
+def read_tf1_checkpoint(prefix: str) -> dict[str, np.ndarray]:
+    import tensorflow as tf
+
+    if not tf.io.gfile.exists(prefix + ".index"):
+        raise FileNotFoundError(
+            f"No TF checkpoint at prefix {prefix!r} (expected {prefix}.index); pass "
+            "the prefix, e.g. .../model.ckpt-best, not a file inside it."
+        )
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def convert_tf1(prefix: str, config: AlbertConfig) -> Converted:
+    """Official google-research/albert checkpoint (``bert/...``, ``cls/...``)."""
+    raw = read_tf1_checkpoint(prefix)
+    source = {}
+    for name, array in raw.items():
+        name = name.removeprefix("module/")  # TF-Hub exports
+        if name in _TF1_SKIPPED_NAMES or name.endswith(_TF1_SKIPPED_SUFFIXES):
+            continue
+        source[name] = array
+    converted, used = _collect(
+        config,
+        source,
+        lambda row: row.tf1,
+        torch_layout=lambda row: row.ours == "sop_head/dense/kernel",
+    )
+    _check_leftovers([n for n in source if n not in used], prefix)
+    _check_backbone_complete(converted, prefix)
+    return converted
+
+
+# ---------------------------------------------------------------- Hugging Face
+def read_hf_weights(folder: str) -> dict[str, np.ndarray]:
+    candidates = [
+        ("model.safetensors", read_safetensors),
+        ("pytorch_model.bin", read_pytorch_bin),
+    ]
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index, encoding="utf-8") as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+        arrays: dict[str, np.ndarray] = {}
+        for file in files:
+            arrays.update(read_safetensors(os.path.join(folder, file)))
+        return arrays
+    for filename, reader in candidates:
+        path = os.path.join(folder, filename)
+        if os.path.exists(path):
+            return reader(path)
+    raise FileNotFoundError(
+        f"No model.safetensors or pytorch_model.bin in {folder!r}; pass a folder "
+        "written by save_pretrained()."
+    )
+
+
+def convert_hf(folder: str, config: AlbertConfig | None = None) -> Converted:
+    """A Hugging Face ALBERT folder (config.json + safetensors or .bin)."""
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"{folder!r} is not a directory.")
+    if config is None:
+        config = AlbertConfig.from_json(os.path.join(folder, "config.json"))
+    raw = read_hf_weights(folder)
+    source = {}
+    for name, array in raw.items():
+        # AlbertModel saves bare names; task models prefix the backbone.
+        name = name.removeprefix("albert.")
+        if name in _HF_BUFFERS:
+            continue
+        source[name] = array
+    _check_tied_decoder(source, config)
+    converted, used = _collect(
+        config,
+        source,
+        lambda row: row.hf,
+        torch_layout=lambda row: True,
+    )
+    used |= {"predictions.decoder.weight", "predictions.decoder.bias"}
+    if not config.has_embedding_projection:
+        used |= _check_identity_projection(source, config)
+    _check_leftovers([n for n in source if n not in used], folder)
+    _check_backbone_complete(converted, folder)
+    return converted
+
+
+def _check_tied_decoder(source: Mapping[str, np.ndarray], config: AlbertConfig) -> None:
+    # The decoder must be the embedding (and its bias the head's bias): this
+    # package ties them, so an untied checkpoint cannot be represented.
+    pairs = [
+        ("predictions.decoder.weight", "embeddings.word_embeddings.weight"),
+        ("predictions.decoder.bias", "predictions.bias"),
+    ]
+    for a, b in pairs:
+        if a in source and b in source and not np.array_equal(source[a], source[b]):
+            raise CheckpointError(
+                f"{a} differs from {b}: the checkpoint's MLM decoder is not tied to "
+                "its embedding, which ALBERT (and this package) requires."
+            )
+
+
+def _check_identity_projection(source: Mapping[str, np.ndarray], config: AlbertConfig) -> set[str]:
+    # Hugging Face always has embedding_hidden_mapping_in, even when E == H;
+    # the official model has none then. Accept it only when it does nothing.
+    names = {
+        "encoder.embedding_hidden_mapping_in.weight",
+        "encoder.embedding_hidden_mapping_in.bias",
+    }
+    weight = source.get("encoder.embedding_hidden_mapping_in.weight")
+    bias = source.get("encoder.embedding_hidden_mapping_in.bias")
+    if weight is None:
+        return set()
+    if not (
+        np.array_equal(weight, np.eye(config.hidden_size, dtype=weight.dtype)) and not np.any(bias)
+    ):
+        raise CheckpointError(
+            "embedding_size == hidden_size, yet the checkpoint's "
+            "embedding_hidden_mapping_in is not the identity; the official ALBERT "
+            "has no projection in that case, so it cannot be represented."
+        )
+    return names
+
+
+def _check_backbone_complete(converted: Converted, origin: str) -> None:
+    # A pooler-less source (HF's AlbertForMaskedLM) is fine: the pooler only
+    # feeds the sentence and choice heads, and starts fresh like them.
+    expected = [
+        r.ours
+        for r in weight_table(converted.config)
+        if r.ours.startswith("backbone/") and not r.ours.startswith(POOLER)
+    ]
+    missing = [n for n in expected if n not in converted.arrays]
+    if missing:
+        raise CheckpointError(
+            f"{origin} lacks {len(missing)} backbone weights, e.g. {missing[:5]}; "
+            "is num_hidden_groups / inner_group_num / embedding_size in the config "
+            "the one this checkpoint was trained with?"
+        )
+
+
+# ---------------------------------------------------------------- output
+def build_model(converted: Converted, dtype=None):
+    """The task model the converted heads call for, with weights assigned.
+
+    A source with a multiple-choice head becomes `AlbertMultipleChoice`;
+    anything else an `AlbertPretrainingModel`, whose MLM/SOP heads keep their
+    fresh initialisation when the source lacks them (reported by the caller).
+    """
+    from albert_tf.models.multiple_choice_model import AlbertMultipleChoice
+    from albert_tf.models.pretraining_model import AlbertPretrainingModel
+
+    if converted.task == "multiple_choice":
+        model = AlbertMultipleChoice.from_albert_config(converted.config, dtype=dtype)
+        arrays = {
+            k: v for k, v in converted.arrays.items() if not k.startswith(("mlm_head", "sop_head"))
+        }
+        assign_weights(model, arrays, allow_missing_prefixes=(POOLER,))
+        return model
+    model = AlbertPretrainingModel.from_albert_config(converted.config, dtype=dtype)
+    assign_weights(
+        model, converted.arrays, allow_missing_prefixes=(POOLER, "mlm_head/", "sop_head/")
+    )
+    return model
+
+
+def convert(
+    source: str,
+    input_path: str,
+    output_dir: str,
+    config_path: str | None = None,
+) -> tuple[object, Converted]:
+    """Converts and saves; returns the model and what was converted."""
+    config = AlbertConfig.from_json(config_path) if config_path else None
+    if source == "hf":
+        converted = convert_hf(input_path, config)
+    elif source == "tf1":
+        if config is None:
+            guess = os.path.join(os.path.dirname(input_path), "albert_config.json")
+            config = AlbertConfig.from_json(guess)
+        converted = convert_tf1(input_path, config)
+    else:
+        raise ValueError(f"source must be 'hf' or 'tf1', got {source!r}")
+    model = build_model(converted)
+    save_model(model, output_dir)
+    return model, converted
