@@ -1,0 +1,24 @@
+"""The examples in docstrings run and print what they claim."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "albert_tf.config",
+    "albert_tf.layers.factorized_embedding",
+    "albert_tf.layers.transformer_layer",
+    "albert_tf.layers.encoder",
+    "albert_tf.models.backbone",
+    "albert_tf.models.pretraining_model",
+    "albert_tf.models.multiple_choice_model",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{name} has no runnable example"
+    assert result.failed == 0
