@@ -1,0 +1,151 @@
+"""End to end with the real tokenizers: sample → shards → masked batches."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.data import read_documents, sample_path
+from albert_tf.data.pipeline import pretraining_dataset
+from albert_tf.data.pretraining import write_pretraining_data
+from albert_tf.tokenizers import Tokenizer, WordPieceTokenizer, train_sentencepiece
+
+
+@pytest.fixture(scope="module")
+def spm_dir(tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("spm")
+    sentences = [s for d in read_documents(sample_path("en")) for s in d]
+    train_sentencepiece(sentences, out, vocab_size=1000)
+    return str(out)
+
+
+def check_batches(ds, tokenizer, num_batches=20):
+    """Whole words masked together, specials never; returns #predictions."""
+    word_start = tokenizer.word_start_mask()
+    special = np.array(tokenizer.special_ids)
+    total = 0
+    for features, labels in ds.take(num_batches):
+        w = labels["mask_weights"].numpy() > 0
+        rows = np.nonzero(w)[0]
+        pos = features["mask_positions"].numpy()[w]
+        orig = features["token_ids"].numpy().copy()
+        orig[rows, pos] = labels["mask_ids"].numpy()[w]
+        selected = np.zeros(orig.shape, bool)
+        selected[rows, pos] = True
+        assert not np.isin(orig[selected], special).any()
+        cont = ~word_start[orig] & ~np.isin(orig, special)
+        inner = cont[:, 1:] & ~np.isin(orig[:, :-1], special)
+        assert np.array_equal(selected[:, 1:][inner], selected[:, :-1][inner])
+        total += int(w.sum())
+    return total
+
+
+def test_sentencepiece_parallel_writer_and_pipeline(spm_dir, tmp_path):
+    out = str(tmp_path / "shards")
+    copy = tmp_path / "copy.jsonl.gz"
+    copy.write_bytes(gzip.compress(open(sample_path("en"), "rb").read()))  # noqa: SIM115
+    summary = write_pretraining_data(
+        tokenizer=spm_dir,
+        output_dir=out,
+        inputs=[sample_path("en"), str(copy)],  # two inputs, two workers
+        max_seq_length=128,
+        dupe_factor=2,
+        num_shards=2,
+        num_workers=2,
+        show_progress=False,
+        log=None,
+    )
+    assert summary.documents == 84 and summary.examples > 500
+    assert not summary.skipped
+    tok = Tokenizer.load(spm_dir)
+    # No tokenizer passed: masking_vocab.json next to the shards is used.
+    ds = pretraining_dataset(os.path.join(out, "*.tfrecord"), batch_size=32, max_seq_length=128)
+    assert check_batches(ds, tok) > 0
+    # Words really have several pieces here, so whole-word masking is tested.
+    assert (~tok.word_start_mask()).sum() > 50
+
+
+def test_wordpiece_chinese(tmp_path):
+    docs = list(read_documents(sample_path("zh")))[:40]
+    chars = sorted({c for d in docs for s in d for c in s.lower() if not c.isspace()})
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars]
+    vocab += [f"##{c}" for c in letters + [str(i) for i in range(10)]]
+    vocab = list(dict.fromkeys(vocab))
+    vocab_file = tmp_path / "vocab.txt"
+    vocab_file.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tok = WordPieceTokenizer(vocab_file)
+    jsonl = tmp_path / "zh.jsonl"
+    jsonl.write_text(
+        "\n".join(json.dumps({"sentences": d}, ensure_ascii=False) for d in docs),
+        encoding="utf-8",
+    )
+    out = str(tmp_path / "shards")
+    summary = write_pretraining_data(
+        tokenizer=tok,
+        output_dir=out,
+        inputs=[str(jsonl)],
+        max_seq_length=64,
+        dupe_factor=3,
+        num_shards=1,
+        show_progress=False,
+        log=None,
+    )
+    assert summary.examples > 50
+    ds = pretraining_dataset(
+        os.path.join(out, "*.tfrecord"),
+        batch_size=16,
+        max_seq_length=64,
+        tokenizer=tok,
+    )
+    assert check_batches(ds, tok, 10) > 0
+    features, _ = next(iter(ds))
+    assert features["token_ids"].dtype == tf.int32
+
+
+def test_cli(spm_dir, tmp_path):
+    out = tmp_path / "cli"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.create_pretraining_data",
+            f"--input={sample_path('en')}",
+            f"--tokenizer_dir={spm_dir}",
+            f"--output_dir={out}",
+            "--max_seq_length=64",
+            "--dupe_factor=1",
+            "--num_shards=2",
+            "--sentence_task=nsp",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "examples written" in result.stdout
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["sentence_task"] == "nsp" and meta["summary"]["examples"] > 0
+    assert len(list(out.glob("pretrain-*-of-00002.tfrecord"))) == 2
+
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.create_pretraining_data",
+            f"--input={tmp_path / 'missing.txt'}",
+            f"--tokenizer_dir={spm_dir}",
+            f"--output_dir={tmp_path / 'x'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode != 0 and "missing.txt" in bad.stderr
