@@ -84,9 +84,7 @@ class AlbertCorpus(tfds.core.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: tfds.download.DownloadManager):
         root = os.fspath(dl_manager.manual_dir)
         if not os.path.isdir(root):
-            raise FileNotFoundError(
-                f"albert_corpus: manual_dir {root!r} does not exist"
-            )
+            raise FileNotFoundError(f"albert_corpus: manual_dir {root!r} does not exist")
         present = [s for s in _SPLITS if os.path.isdir(os.path.join(root, s))]
         if present:
             splits = {s: _corpus_files(os.path.join(root, s)) for s in present}
@@ -94,9 +92,7 @@ class AlbertCorpus(tfds.core.GeneratorBasedBuilder):
             splits = {"train": _corpus_files(root)}
         for split, files in splits.items():
             if not files:
-                raise FileNotFoundError(
-                    f"albert_corpus: no files for split {split!r} in {root}"
-                )
+                raise FileNotFoundError(f"albert_corpus: no files for split {split!r} in {root}")
         return {
             split: self._generate_examples(root=root, files=files, split=split)
             for split, files in splits.items()
@@ -109,10 +105,6 @@ class AlbertCorpus(tfds.core.GeneratorBasedBuilder):
             for n, doc in enumerate(read_documents(path, stats=stats)):
                 key = f"{rel}:{n}"
                 yield key, {"id": key, "text": "\n".join(doc)}
-        logging.info(
-            "albert_corpus[%s]: %s", split, stats.summary().replace("\n", "; ")
-        )
+        logging.info("albert_corpus[%s]: %s", split, stats.summary().replace("\n", "; "))
         if stats.skipped:
-            logging.warning(
-                "albert_corpus[%s]: skipped input: %s", split, dict(stats.skipped)
-            )
+            logging.warning("albert_corpus[%s]: skipped input: %s", split, dict(stats.skipped))
