@@ -46,10 +46,10 @@ def english_lines() -> list[str]:
 @pytest.fixture(scope="session")
 def chinese_lines() -> list[str]:
     return (
-        _sample("zh_sample.jsonl", 3000)
-        + _sample("en_sample.jsonl", 500)
+        _sample("zh_sample.jsonl", 600)
+        + _sample("en_sample.jsonl", 150)
         + ["我爱ALBERT模型，它在2024年发布。", "中文分词：每个汉字单独成词。"] * 20
-        + numeric_lines(200)
+        + numeric_lines(100)
     )
 
 
@@ -68,7 +68,7 @@ def sp_tokenizer(sp_dir: Path) -> SentencePieceTokenizer:
 @pytest.fixture(scope="session")
 def wp_dir(tmp_path_factory: pytest.TempPathFactory, chinese_lines: list[str]) -> Path:
     out = tmp_path_factory.mktemp("wordpiece")
-    train_wordpiece(chinese_lines, out, vocab_size=3000, num_unused=20)
+    train_wordpiece(chinese_lines, out, vocab_size=2000, num_unused=20)
     return out
 
 

@@ -1,0 +1,242 @@
+"""Interface behaviour: ids, word starts, save/load, errors, training input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.tokenizers import (
+    CorpusStats,
+    SentencePieceTokenizer,
+    Tokenizer,
+    WordPieceTokenizer,
+    iter_sentences,
+    load_tokenizer,
+    train_sentencepiece,
+    train_wordpiece,
+)
+from albert_tf.tokenizers._text_ops import lower_utf8
+
+
+def test_sentencepiece_special_ids_follow_official_recipe(sp_tokenizer):
+    assert isinstance(sp_tokenizer, Tokenizer) and isinstance(sp_tokenizer, tf.Module)
+    assert (sp_tokenizer.pad_id, sp_tokenizer.unk_id) == (0, 1)
+    assert (sp_tokenizer.cls_id, sp_tokenizer.sep_id, sp_tokenizer.mask_id) == (2, 3, 4)
+    assert sp_tokenizer.vocabulary[:5] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+    assert sp_tokenizer.vocabulary_size == 1500
+    # The official user-defined symbols are single pieces.
+    assert {"(", ")", '"', "-", ".", "–", "£", "€"} <= set(sp_tokenizer.vocabulary)
+
+
+def test_wordpiece_special_ids_follow_bert_layout(wp_tokenizer):
+    vocab = wp_tokenizer.vocabulary
+    assert vocab[0] == "[PAD]" and vocab[1] == "[unused1]"
+    assert vocab[21:25] == ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert wp_tokenizer.special_ids == (0, 21, 22, 23, 24)
+    assert 1800 <= wp_tokenizer.vocabulary_size <= 2000
+
+
+def test_word_start_masks(sp_tokenizer, wp_tokenizer):
+    for tokenizer, is_start in (
+        (sp_tokenizer, lambda p: p.startswith("▁")),
+        (wp_tokenizer, lambda p: not p.startswith("##")),
+    ):
+        mask = tokenizer.word_start_mask()
+        assert mask.dtype == bool and mask.shape == (tokenizer.vocabulary_size,)
+        assert mask[list(tokenizer.special_ids)].all()
+        special = set(tokenizer.special_ids)
+        for i, piece in enumerate(tokenizer.vocabulary):
+            if i not in special:
+                assert mask[i] == is_start(piece), piece
+        assert 0 < mask.sum() < tokenizer.vocabulary_size
+
+
+def test_word_starts_group_a_multi_piece_word(sp_tokenizer, wp_tokenizer):
+    for tokenizer in (sp_tokenizer, wp_tokenizer):
+        ids = tokenizer.tokenize(tf.constant(["supercalifragilistic"])).to_list()[0]
+        starts = tokenizer.word_start_mask()[ids]
+        assert len(ids) > 1 and starts[0] and not starts[1:].any()
+
+
+def test_detokenize_and_id_to_token(sp_tokenizer, wp_tokenizer):
+    text = tf.constant(["Hello there, general Kenobi"])
+    sp_ids = sp_tokenizer.tokenize(text)
+    padded = sp_ids.to_tensor(default_value=sp_tokenizer.pad_id, shape=[1, 20])
+    assert sp_tokenizer.detokenize(padded).numpy()[0] == b"hello there, general kenobi"
+    pieces = sp_tokenizer.id_to_token(sp_ids).to_list()[0]
+    assert b"".join(pieces).decode().replace("▁", " ").strip() == "hello there, general kenobi"
+
+    wp_ids = wp_tokenizer.tokenize(tf.constant(["我爱模型 hello"]))
+    assert wp_tokenizer.detokenize(wp_ids).numpy()[0].decode() == "我 爱 模 型 hello"
+    assert wp_tokenizer.id_to_token(tf.constant([wp_tokenizer.cls_id])).numpy()[0] == b"[CLS]"
+
+
+def test_save_and_load_round_trip(sp_tokenizer, wp_tokenizer, tmp_path):
+    texts = tf.constant(["Café 1,000, 我爱ALBERT"])
+    for tokenizer in (sp_tokenizer, wp_tokenizer):
+        out = tmp_path / tokenizer.kind
+        tokenizer.save(out)
+        config = json.loads((out / "tokenizer.json").read_text())
+        assert config["kind"] == tokenizer.kind and config["lower_case"] is True
+        assert (out / (config.get("model_file") or config["vocab_file"])).is_file()
+        loaded = Tokenizer.load(out)
+        assert type(loaded) is type(tokenizer)
+        assert loaded.tokenize(texts).to_list() == tokenizer.tokenize(texts).to_list()
+
+
+def test_cased_options_are_kept(sp_dir, tmp_path):
+    cased = SentencePieceTokenizer.from_file(
+        sp_dir / "spiece.model", lower_case=False, keep_accents=True
+    )
+    cased.save(tmp_path)
+    loaded = load_tokenizer(tmp_path)
+    assert loaded.options == cased.options
+    upper = loaded.tokenize(tf.constant(["CAFÉ"])).to_list()
+    assert upper != loaded.tokenize(tf.constant(["cafe"])).to_list()
+
+
+# -- errors -------------------------------------------------------------------
+
+
+def test_missing_files_raise(tmp_path):
+    with pytest.raises(FileNotFoundError, match="SentencePiece model file not found"):
+        SentencePieceTokenizer.from_file(tmp_path / "nope.model")
+    with pytest.raises(FileNotFoundError, match="vocab file not found"):
+        WordPieceTokenizer(tmp_path / "vocab.txt")
+    with pytest.raises(FileNotFoundError, match="tokenizer.json"):
+        load_tokenizer(tmp_path)
+    (tmp_path / "tokenizer.json").write_text('{"kind": "bpe"}')
+    with pytest.raises(ValueError, match="unknown tokenizer kind"):
+        load_tokenizer(tmp_path)
+    with pytest.raises(ValueError, match="not a valid SentencePiece model"):
+        SentencePieceTokenizer(b"not a model")
+
+
+@pytest.mark.parametrize("missing", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+def test_vocab_without_special_token_is_rejected(missing, tmp_path):
+    tokens = [t for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b"] if t != missing]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(tokens) + "\n")
+    with pytest.raises(ValueError, match=rf"lacks the special token\(s\) \{missing}"):
+        WordPieceTokenizer(path)
+
+
+def test_vocab_with_duplicates_or_crlf_is_rejected(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\na\n")
+    with pytest.raises(ValueError, match="appears on lines 6 and 7"):
+        WordPieceTokenizer(path)
+    path.write_bytes(b"[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\n")
+    with pytest.raises(ValueError, match=r"\\r line endings"):
+        WordPieceTokenizer(path)
+
+
+def test_sentencepiece_model_without_control_symbols_is_rejected(tmp_path):
+    import sentencepiece as spm
+
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["hello world again and again"] * 30),
+        model_prefix=str(tmp_path / "plain"),
+        vocab_size=15,
+        minloglevel=2,
+    )
+    with pytest.raises(ValueError, match=r"no \[CLS\] piece"):
+        SentencePieceTokenizer.from_file(tmp_path / "plain.model")
+
+
+def test_empty_corpus_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="training corpus is empty"):
+        train_sentencepiece(["", "   "], tmp_path / "sp", vocab_size=100)
+    with pytest.raises(ValueError, match="training corpus is empty"):
+        train_wordpiece(["\t"], tmp_path / "wp", vocab_size=200)
+
+
+def test_too_small_corpus_errors_or_shrinks(tmp_path):
+    lines = ["the cat sat on the mat", "a dog ate the bone", "birds fly south"] * 20
+    with pytest.raises(ValueError, match=r"supports at most \d+ SentencePiece pieces, not 5000"):
+        train_sentencepiece(lines, tmp_path / "a", vocab_size=5000)
+    shrunk = train_sentencepiece(lines, tmp_path / "b", vocab_size=5000, shrink_vocab=True)
+    assert 10 < shrunk.vocabulary_size < 5000
+    assert load_tokenizer(tmp_path / "b").vocabulary_size == shrunk.vocabulary_size
+
+
+def test_corpus_reader_counts_bad_lines(tmp_path):
+    plain = tmp_path / "a.txt"
+    plain.write_bytes(b"good line\n\xff\xfe broken\n\n  \nanother\n")
+    jsonl = tmp_path / "b.jsonl.gz"
+    with gzip.open(jsonl, "wb") as handle:
+        handle.write(b'{"id": 1, "sentences": ["one", "two", ""]}\n')
+        handle.write(b"{not json\n")
+        handle.write(b'{"id": 2, "sentences": ["caf\xc3\xa9", "\xe0\x80 bad"]}\n')
+        handle.write(b'{"id": 3, "text": "no sentences key"}\n')
+    stats = CorpusStats()
+    assert list(iter_sentences([plain, jsonl], stats)) == ["good line", "another", "one", "two"]
+    assert stats.invalid_utf8_lines == 2
+    assert stats.malformed_json_lines == 2
+    assert stats.sentences == 4 and stats.files == 2
+    assert "skipped 2 invalid UTF-8" in stats.summary()
+    with pytest.raises(FileNotFoundError):
+        list(iter_sentences([tmp_path / "missing.txt"]))
+
+
+def test_invalid_utf8_at_tokenize_time_does_not_crash(sp_tokenizer, wp_tokenizer):
+    bad = tf.constant([b"ok \xff\xfe text"])
+    assert len(sp_tokenizer.tokenize(bad).to_list()[0]) > 0
+    # BERT cleaning deletes U+FFFD, so the bad bytes vanish.
+    assert (
+        wp_tokenizer.tokenize(bad).to_list()
+        == wp_tokenizer.tokenize(tf.constant(["ok text"])).to_list()
+    )
+
+
+def test_lower_matches_python_per_character_on_every_code_point():
+    # One space-separated string of every code point: per-character lowering
+    # has no context, so joining changes nothing and is far faster.
+    chars = [chr(c) for c in range(1, 0x110000) if not 0xD800 <= c <= 0xDFFF and c != 0x20]
+    lowered = lower_utf8(tf.constant([" ".join(chars).encode()])).numpy()[0].decode()
+    expected = [ch.lower() for ch in chars]
+    got = lowered.split(" ")
+    assert len(got) == len(expected)
+    assert [(e, g) for e, g in zip(expected, got, strict=True) if e != g] == []
+    assert lower_utf8(tf.constant(["ΟΔΟΣ A\x00B\x00"])).numpy()[0].decode() == "οδοσ a\x00b\x00"
+
+
+# -- command line ---------------------------------------------------------------
+
+
+def test_train_tokenizer_cli(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    lines = [
+        json.dumps({"id": i, "sentences": [f"Sentence {i} about 中文 models.", "Café au lait."]})
+        for i in range(200)
+    ]
+    corpus.write_bytes(("\n".join(lines) + "\n").encode() + b"\xff bad line\n")
+    out = tmp_path / "wp"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.train_tokenizer",
+            f"--input={corpus}",
+            f"--output_dir={out}",
+            "--kind=wordpiece",
+            "--vocab_size=300",
+            "--num_unused=5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "skipped 1 invalid UTF-8 line(s)" in result.stdout
+    tokenizer = load_tokenizer(out)
+    assert tokenizer.kind == "wordpiece"
+    ids = tokenizer.tokenize(tf.constant(["中文 models"])).to_list()[0]
+    assert tokenizer.unk_id not in ids
+    assert np.array(ids).size == 3
