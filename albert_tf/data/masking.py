@@ -159,7 +159,8 @@ class Masker:
         self.max_predictions_per_seq = int(max_predictions_per_seq)
         self.masked_lm_prob = float(masked_lm_prob)
         probs = np.asarray(ngram_probs, dtype=np.float64)
-        self._ngram_logits = tf.constant(np.log(probs / probs.sum())[None, :], tf.float32)
+        # Upper cumulative bounds of n = 1 .. len-1 (the last is implied).
+        self._ngram_cdf = tf.constant(np.cumsum(probs / probs.sum())[:-1], tf.float32)
         self.mask_token_prob = float(mask_token_prob)
         self.random_token_prob = float(random_token_prob)
         self.fill_passes = int(fill_passes)
@@ -169,6 +170,27 @@ class Masker:
         self._word_start = tf.constant(vocab.word_start_mask)
         self._non_special = tf.constant(vocab.non_special_ids())
 
+    def random_draws(self, seed: tf.Tensor) -> dict[str, tf.Tensor]:
+        """All random numbers one example's masking uses, from its own seed.
+
+        Drawn per example (in the per-example `map`), so an example's mask
+        does not depend on which batch it lands in; the masking itself then
+        runs vectorised over whole batches (`mask_batch`). One uniform draw
+        of [4, S] serves everything: it is the cheapest stateless op.
+        """
+        s = self.max_seq_length
+        u = tf.random.stateless_uniform([4, s], seed)
+        # n-gram length by inverse CDF: n = 1 + #(cumulative probs below u).
+        ngram = 1 + tf.reduce_sum(tf.cast(u[0][:, None] >= self._ngram_cdf, tf.int32), axis=1)
+        num_non_special = int(self._non_special.shape[0])
+        random_index = tf.minimum(tf.cast(u[3] * num_non_special, tf.int32), num_non_special - 1)
+        return {
+            "ngram": ngram,
+            "order_key": u[1],
+            "replace_u": u[2],
+            "random_index": random_index,
+        }
+
     def __call__(
         self,
         token_ids: tf.Tensor,
@@ -177,7 +199,7 @@ class Masker:
         *,
         return_spans: bool = False,
     ) -> dict[str, tf.Tensor]:
-        """Masks ``token_ids`` (int32 [max_seq_length], padded after ``length``).
+        """Masks one sequence (int32 [max_seq_length], padded after ``length``).
 
         Args:
           token_ids: the unmasked sequence, padded to ``max_seq_length``.
@@ -191,70 +213,82 @@ class Masker:
           (original ids at those positions) and ``mask_weights``, the last
           three padded to ``max_predictions_per_seq``.
         """
+        draws = {k: v[None] for k, v in self.random_draws(seed).items()}
+        out = self.mask_batch(
+            tf.expand_dims(token_ids, 0),
+            tf.reshape(length, [1]),
+            draws,
+            return_spans=return_spans,
+        )
+        return {k: v[0] for k, v in out.items()}
+
+    def mask_batch(
+        self,
+        token_ids: tf.Tensor,
+        lengths: tf.Tensor,
+        draws: dict[str, tf.Tensor],
+        *,
+        return_spans: bool = False,
+    ) -> dict[str, tf.Tensor]:
+        """`__call__` for a batch: ``token_ids`` [B, S], ``lengths`` [B] and
+        the per-example `random_draws` stacked to [B, S]."""
         s = self.max_seq_length
         p = self.max_predictions_per_seq
-        token_ids = tf.ensure_shape(tf.cast(token_ids, tf.int32), [s])
-        length = tf.cast(length, tf.int32)
-        seeds = tf.random.experimental.stateless_split(seed, num=5)
-        pos = tf.range(s, dtype=tf.int32)
+        token_ids = tf.cast(token_ids, tf.int32)
+        token_ids.shape.assert_is_compatible_with([None, s])
+        lengths = tf.cast(lengths, tf.int32)
+        b = tf.shape(token_ids)[0]
+        pos = tf.broadcast_to(tf.range(s, dtype=tf.int32), tf.shape(token_ids))
+        # Segment ids offset per row, so one segment op serves the batch.
+        row_offset = tf.range(b)[:, None] * (s + 1)
+
+        def per_row_sum(values: tf.Tensor, segments: tf.Tensor) -> tf.Tensor:
+            summed = tf.math.unsorted_segment_sum(values, segments + row_offset, b * (s + 1))
+            return tf.reshape(summed, [b, s + 1])[:, :s]
 
         # 1. Words over candidate tokens.
-        cand = (pos < length) & ~tf.gather(self._special, token_ids)
-        prev_cand = tf.concat([[False], cand[:-1]], axis=0)
+        cand = (pos < lengths[:, None]) & ~tf.gather(self._special, token_ids)
+        prev_cand = tf.pad(cand[:, :-1], [[0, 0], [1, 0]])
         word_start = cand & (tf.gather(self._word_start, token_ids) | ~prev_cand)
-        word_id = tf.cumsum(tf.cast(word_start, tf.int32)) - 1  # valid where cand
-        num_words = tf.reduce_sum(tf.cast(word_start, tf.int32))
-        word_seg = tf.where(cand, word_id, s)  # s collects non-candidates
-        word_tokens = tf.math.unsorted_segment_sum(tf.cast(cand, tf.int32), word_seg, s + 1)[:s]
+        word_id = tf.cumsum(tf.cast(word_start, tf.int32), axis=1) - 1  # valid where cand
+        num_words = tf.reduce_sum(tf.cast(word_start, tf.int32), axis=1, keepdims=True)
+        word_tokens = per_row_sum(tf.cast(cand, tf.int32), tf.where(cand, word_id, s))
 
         # 2. Tile words into spans of n ~ p(n) whole words (at most s spans).
-        n = tf.cast(
-            tf.random.stateless_categorical(self._ngram_logits, s, seeds[0])[0] + 1,
-            tf.int32,
-        )
-        span_start = tf.cumsum(n, exclusive=True)
+        n = draws["ngram"]
+        span_start = tf.cumsum(n, axis=1, exclusive=True)
         span_valid = span_start < num_words
         span_words = tf.clip_by_value(num_words - span_start, 0, n)
         # Word k belongs to the last span starting at or before it.
-        word_span = tf.searchsorted(span_start[None, :], pos[None, :], side="right")[0] - 1
+        word_span = tf.searchsorted(span_start, pos, side="right") - 1
         word_span = tf.where(pos < num_words, word_span, s)
-        span_tokens = tf.math.unsorted_segment_sum(word_tokens, word_span, s + 1)[:s]
+        span_tokens = per_row_sum(word_tokens, word_span)
 
         # 3. Budget.
-        budget = tf.cast(tf.round(self.masked_lm_prob * tf.cast(length, tf.float32)), tf.int32)
-        budget = tf.minimum(tf.maximum(budget, 1), p)
+        budget = tf.round(self.masked_lm_prob * tf.cast(lengths, tf.float32))
+        budget = tf.minimum(tf.maximum(tf.cast(budget, tf.int32), 1), p)[:, None]
 
         # 4. Random order; take spans while they fit, then fill passes.
-        keys = tf.random.stateless_uniform([s], seeds[1])
-        keys = tf.where(span_valid, keys, 2.0)
-        order = tf.argsort(keys, stable=True)
-        cost = tf.gather(span_tokens, order)
-        valid = tf.gather(span_valid, order)
-        taken = valid & (tf.cumsum(cost) <= budget)
+        keys = tf.where(span_valid, draws["order_key"], 2.0)
+        order = tf.argsort(keys, axis=1, stable=True)
+        cost = tf.gather(span_tokens, order, batch_dims=1)
+        valid = tf.gather(span_valid, order, batch_dims=1)
+        taken = valid & (tf.cumsum(cost, axis=1) <= budget)
         for _ in range(self.fill_passes):
-            left = budget - tf.reduce_sum(tf.where(taken, cost, 0))
+            left = budget - tf.reduce_sum(tf.where(taken, cost, 0), axis=1, keepdims=True)
             fits = valid & ~taken & (cost <= left)
-            taken |= fits & (tf.cumsum(tf.where(fits, cost, 0)) <= left)
-        span_taken = tf.scatter_nd(order[:, None], taken, [s])
+            taken |= fits & (tf.cumsum(tf.where(fits, cost, 0), axis=1) <= left)
+        # Back from random order to span order (inverse permutation).
+        span_taken = tf.gather(taken, tf.argsort(order, axis=1), batch_dims=1)
 
         # Tokens of taken spans.
-        span_of_token = tf.gather(word_span, tf.clip_by_value(word_id, 0, s - 1))
-        selected = cand & tf.gather(
-            tf.concat([span_taken, [False]], 0), tf.where(cand, span_of_token, s)
-        )
+        span_of_token = tf.gather(word_span, tf.clip_by_value(word_id, 0, s - 1), batch_dims=1)
+        span_taken_ext = tf.pad(span_taken, [[0, 0], [0, 1]])
+        selected = cand & tf.gather(span_taken_ext, tf.where(cand, span_of_token, s), batch_dims=1)
 
         # 5. 80% [MASK] / 10% random / 10% unchanged.
-        u = tf.random.stateless_uniform([s], seeds[2])
-        random_ids = tf.gather(
-            self._non_special,
-            tf.random.stateless_uniform(
-                [s],
-                seeds[3],
-                minval=0,
-                maxval=int(self._non_special.shape[0]),
-                dtype=tf.int32,
-            ),
-        )
+        u = draws["replace_u"]
+        random_ids = tf.gather(self._non_special, draws["random_index"])
         replaced = tf.where(
             u < self.mask_token_prob,
             self.vocab.mask_id,
@@ -265,13 +299,12 @@ class Masker:
         # Selected positions first, ascending, padded to p with 0.
         sort_key = tf.where(selected, pos, s + pos)
         _, first = tf.math.top_k(-sort_key, k=p, sorted=True)
-        num_selected = tf.reduce_sum(tf.cast(selected, tf.int32))
-        real = tf.range(p) < num_selected
-        mask_positions = tf.where(real, first, 0)
+        num_selected = tf.reduce_sum(tf.cast(selected, tf.int32), axis=1, keepdims=True)
+        real = tf.range(p)[None, :] < num_selected
         out = {
             "token_ids": masked_ids,
-            "mask_positions": mask_positions,
-            "mask_ids": tf.where(real, tf.gather(token_ids, first), 0),
+            "mask_positions": tf.where(real, first, 0),
+            "mask_ids": tf.where(real, tf.gather(token_ids, first, batch_dims=1), 0),
             "mask_weights": tf.cast(real, tf.float32),
         }
         if return_spans:

@@ -159,24 +159,34 @@ def pretraining_dataset(
     # Counting examples gives each one (in each epoch) its own seed.
     ds = ds.enumerate()
 
-    def parse_and_mask(index: tf.Tensor, record: tf.Tensor):
-        ex = tf.io.parse_single_example(record, _FEATURES)
-        ids = tf.cast(ex["token_ids"], tf.int32)
-        length = tf.shape(ids)[0]
-        tf.debugging.assert_less_equal(
-            length, max_seq_length, message="example longer than max_seq_length"
+    draw_signature = {
+        "ngram": tf.int32,
+        "order_key": tf.float32,
+        "replace_u": tf.float32,
+        "random_index": tf.int32,
+    }
+
+    def example_draws(index: tf.Tensor) -> dict[str, tf.Tensor]:
+        # Each example's own random numbers, keyed by (seed, its index).
+        return masker.random_draws(tf.random.experimental.stateless_fold_in(base_seed, index))
+
+    def parse_and_mask(indices: tf.Tensor, records: tf.Tensor):
+        # Everything runs on whole batches (far fewer op launches) except the
+        # per-example random draws, which keep masks independent of batching.
+        ex = tf.io.parse_example(records, _FEATURES)
+        lengths = tf.cast(ex["token_ids"].row_lengths(), tf.int32)
+        check = tf.debugging.assert_less_equal(
+            tf.reduce_max(lengths), max_seq_length, message="example longer than max_seq_length"
         )
-        pad = [[0, max_seq_length - length]]
-        ids = tf.pad(ids, pad, constant_values=pad_id)
-        segs = tf.pad(tf.cast(ex["segment_ids"], tf.int32), pad)
-        ids = tf.ensure_shape(ids, [max_seq_length])
-        segs = tf.ensure_shape(segs, [max_seq_length])
-        example_seed = tf.random.experimental.stateless_fold_in(base_seed, index)
-        m = masker(ids, length, example_seed, return_spans=return_spans)
+        with tf.control_dependencies([check]):
+            ids = tf.cast(ex["token_ids"], tf.int32).to_tensor(pad_id, shape=[None, max_seq_length])
+        segs = tf.cast(ex["segment_ids"], tf.int32).to_tensor(0, shape=[None, max_seq_length])
+        draws = tf.map_fn(example_draws, indices, fn_output_signature=draw_signature)
+        m = masker.mask_batch(ids, lengths, draws, return_spans=return_spans)
         features = {
             "token_ids": m["token_ids"],
             "segment_ids": segs,
-            "padding_mask": tf.cast(tf.range(max_seq_length) < length, tf.int32),
+            "padding_mask": tf.cast(tf.range(max_seq_length)[None, :] < lengths[:, None], tf.int32),
             "mask_positions": m["mask_positions"],
         }
         if return_spans:
@@ -188,6 +198,6 @@ def pretraining_dataset(
         }
         return features, labels
 
-    ds = ds.map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = ds.batch(per_replica_batch, drop_remainder=drop_remainder)
+    ds = ds.map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return ds.prefetch(tf.data.AUTOTUNE)
