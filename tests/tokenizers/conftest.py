@@ -26,6 +26,9 @@ def numeric_lines(n: int, seed: int = 0) -> list[str]:
     """English-ish lines dense in comma-grouped numbers, so that pieces such
     as "000," enter the vocabulary and the digit-comma rule has work to do."""
     rng = random.Random(seed)
+    # Non-ASCII snippets, so parity failures in case/accent handling show up
+    # as different ids rather than as [UNK] on both sides.
+    extras = ["ΟΔΟΣ σοφίας ΣΟΦΟΣ", "Ångström façade", "ﬁne Ⅻ ½", "İstanbul"]
     words = ["total", "budget", "people", "votes", "miles", "tons", "sales", "cost"]
     lines = []
     for _ in range(n):
@@ -33,7 +36,8 @@ def numeric_lines(n: int, seed: int = 0) -> list[str]:
         w = rng.choice(words)
         lines.append(
             f"In {rng.randrange(1900, 2030)}, the {w} was {a:,}, up {b},{rng.randrange(100, 999)}, "
-            f"or {rng.randrange(1, 9)},{rng.randrange(0, 9)} percent; Café naïve résumé."
+            f"or {rng.randrange(1, 9)},{rng.randrange(0, 9)} percent; Café naïve résumé. "
+            + rng.choice(extras)
         )
     return lines
 
