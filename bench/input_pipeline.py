@@ -81,6 +81,7 @@ def benchmark_input_pipeline(
     batch_size: int = 64,
     num_batches: int = 100,
     num_examples: int = 4000,
+    repeats: int = 3,
 ) -> dict[str, Any]:
     vocab = synthetic_vocab()
     results: dict[str, Any] = {
@@ -88,6 +89,7 @@ def benchmark_input_pipeline(
         "batch_size": batch_size,
         "num_batches": num_batches,
         "cpu_count": os.cpu_count(),
+        "load_average_1min_before": round(os.getloadavg()[0], 2),
         "machine": platform.machine(),
         "tensorflow": tf.__version__,
         "results": {},
@@ -102,9 +104,12 @@ def benchmark_input_pipeline(
                 tokenizer=vocab,
                 seed=0,
             )
-            eps = measure(ds, batch_size, num_batches)
+            # Best of `repeats`: other processes on a shared machine only slow
+            # a run down, so the fastest is the least disturbed.
+            runs = [measure(ds, batch_size, num_batches) for _ in range(repeats)]
         results["results"][str(seq_length)] = {
-            "examples_per_second": round(eps, 1),
+            "examples_per_second": round(max(runs), 1),
+            "all_runs": [round(r, 1) for r in runs],
             "max_predictions_per_seq": int(round(0.15 * seq_length)),
         }
     return results
