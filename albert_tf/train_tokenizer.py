@@ -72,6 +72,13 @@ def _progress(start: float):
 
 def main(argv: list[str]) -> None:
     del argv
+    try:
+        _train()
+    except (ValueError, FileNotFoundError) as err:
+        sys.exit(f"train_tokenizer: error: {err}")
+
+
+def _train() -> None:
     paths = _expand(FLAGS.input)
     stats = CorpusStats()
     sentences = iter_sentences(paths, stats)
