@@ -251,3 +251,31 @@ def test_write_errors_before_work(tmp_path, toy_tokenizer):
             sentence_task="xyz",
         )
     assert not os.path.exists(tmp_path / "o")
+
+
+def test_write_from_tfds_dataset(tmp_path, toy_tokenizer):
+    import tensorflow_datasets as tfds
+
+    from albert_tf.data.tfds_corpus import AlbertCorpus
+
+    manual = tmp_path / "manual"
+    manual.mkdir()
+    doc = "".join(f"Sentence {i} is here.\n" for i in range(6))
+    (manual / "c.txt").write_text((doc + "\n") * 20)
+    data_dir = str(tmp_path / "tfds")
+    AlbertCorpus(data_dir=data_dir).download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=str(manual))
+    )
+    summary = write_pretraining_data(
+        tokenizer=toy_tokenizer,
+        output_dir=str(tmp_path / "out"),
+        tfds_name="albert_corpus",
+        tfds_data_dir=data_dir,
+        max_seq_length=32,
+        dupe_factor=1,
+        num_shards=2,
+        show_progress=False,
+        log=None,
+    )
+    assert summary.documents == 20 and summary.sentences == 120
+    assert summary.examples == len(read_records(str(tmp_path / "out"))[1]) > 20
