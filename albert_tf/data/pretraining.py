@@ -477,6 +477,20 @@ def write_pretraining_data(
     (``num_workers`` is then ignored).
 
     Returns a `WriteSummary` (documents, examples, skips by reason).
+
+    >>> import os, string, tempfile
+    >>> from albert_tf.data import sample_path
+    >>> from albert_tf.tokenizers import WordPieceTokenizer
+    >>> d = tempfile.mkdtemp(); vocab = os.path.join(d, "vocab.txt")
+    >>> pieces = list(string.ascii_lowercase) + ["##" + c for c in string.ascii_lowercase]
+    >>> _ = open(vocab, "w").write("\\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+    ...                                       *pieces, ".", ","]))
+    >>> summary = write_pretraining_data(
+    ...     tokenizer=WordPieceTokenizer(vocab), output_dir=os.path.join(d, "out"),
+    ...     inputs=sample_path("en"), max_seq_length=64, dupe_factor=1, num_shards=2,
+    ...     show_progress=False, log=None)
+    >>> summary.documents, summary.examples > 1000, sorted(os.listdir(os.path.join(d, "out")))[:2]
+    (42, True, ['masking_vocab.json', 'metadata.json'])
     """
     if sentence_task not in SENTENCE_TASKS:
         raise ValueError(f"sentence_task must be one of {SENTENCE_TASKS}")
