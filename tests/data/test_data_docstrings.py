@@ -1,0 +1,23 @@
+"""The examples in the data modules' docstrings run and print what they claim."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "albert_tf.data",
+    "albert_tf.data.corpus",
+    "albert_tf.data.tfds_corpus",
+    "albert_tf.data.masking",
+    "albert_tf.data.pretraining",
+    "albert_tf.data.pipeline",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{name} has no runnable example"
+    assert result.failed == 0
