@@ -48,6 +48,12 @@ _SEED = flags.DEFINE_integer("seed", 12345, "Random seed.")
 _NUM_WORKERS = flags.DEFINE_integer(
     "num_workers", 1, "Processes (parallel over input files / tfds sub-splits)."
 )
+_CHINESE_SEGMENTER = flags.DEFINE_enum(
+    "chinese_wwm_segmenter",
+    None,
+    ["jieba"],
+    "Chinese whole-word masking: segment words with this (needs `pip install jieba`).",
+)
 
 
 def main(argv: list[str]) -> None:
@@ -71,6 +77,7 @@ def main(argv: list[str]) -> None:
         num_shards=_NUM_SHARDS.value,
         seed=_SEED.value,
         num_workers=_NUM_WORKERS.value,
+        chinese_segmenter=_CHINESE_SEGMENTER.value,
     )
 
 

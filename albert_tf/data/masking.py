@@ -228,10 +228,16 @@ class Masker:
         lengths: tf.Tensor,
         draws: dict[str, tf.Tensor],
         *,
+        word_continues: tf.Tensor | None = None,
         return_spans: bool = False,
     ) -> dict[str, tf.Tensor]:
         """`__call__` for a batch: ``token_ids`` [B, S], ``lengths`` [B] and
-        the per-example `random_draws` stacked to [B, S]."""
+        the per-example `random_draws` stacked to [B, S].
+
+        ``word_continues`` (int/bool [B, S], optional): 1 where a piece the
+        vocabulary calls a word start continues a segmenter word instead
+        (Chinese whole-word masking, `albert_tf.data.chinese_wwm`).
+        """
         s = self.max_seq_length
         p = self.max_predictions_per_seq
         token_ids = tf.cast(token_ids, tf.int32)
@@ -249,7 +255,10 @@ class Masker:
         # 1. Words over candidate tokens.
         cand = (pos < lengths[:, None]) & ~tf.gather(self._special, token_ids)
         prev_cand = tf.pad(cand[:, :-1], [[0, 0], [1, 0]])
-        word_start = cand & (tf.gather(self._word_start, token_ids) | ~prev_cand)
+        starts_word = tf.gather(self._word_start, token_ids)
+        if word_continues is not None:
+            starts_word &= ~tf.cast(word_continues, tf.bool)
+        word_start = cand & (starts_word | ~prev_cand)
         word_id = tf.cumsum(tf.cast(word_start, tf.int32), axis=1) - 1  # valid where cand
         num_words = tf.reduce_sum(tf.cast(word_start, tf.int32), axis=1, keepdims=True)
         word_tokens = per_row_sum(tf.cast(cand, tf.int32), tf.where(cand, word_id, s))

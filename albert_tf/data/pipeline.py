@@ -35,6 +35,8 @@ _FEATURES = {
     "token_ids": tf.io.RaggedFeature(tf.int64),
     "segment_ids": tf.io.RaggedFeature(tf.int64),
     "sentence_order_label": tf.io.FixedLenFeature([], tf.int64),
+    # Only in shards written with a Chinese word segmenter; empty otherwise.
+    "word_continues": tf.io.RaggedFeature(tf.int64),
 }
 
 
@@ -182,7 +184,10 @@ def pretraining_dataset(
             ids = tf.cast(ex["token_ids"], tf.int32).to_tensor(pad_id, shape=[None, max_seq_length])
         segs = tf.cast(ex["segment_ids"], tf.int32).to_tensor(0, shape=[None, max_seq_length])
         draws = tf.map_fn(example_draws, indices, fn_output_signature=draw_signature)
-        m = masker.mask_batch(ids, lengths, draws, return_spans=return_spans)
+        continues = ex["word_continues"].to_tensor(0, shape=[None, max_seq_length])
+        m = masker.mask_batch(
+            ids, lengths, draws, word_continues=continues, return_spans=return_spans
+        )
         features = {
             "token_ids": m["token_ids"],
             "segment_ids": segs,

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from albert_tf.data.chinese_wwm import get_segmenter, word_continuation
 from albert_tf.data.corpus import ReadStats, expand_inputs, read_documents
 
 SENTENCE_TASKS = ("sop", "nsp", "none")
@@ -56,6 +57,9 @@ class PretrainingExample:
     token_ids: list[int]
     segment_ids: list[int]
     sentence_order_label: int
+    #: 1 where a piece continues a segmenter word (Chinese whole-word
+    #: masking, `albert_tf.data.chinese_wwm`); None when not segmented.
+    word_continues: list[int] | None = None
 
 
 def truncate_seq_pair(
@@ -201,21 +205,32 @@ def _random_segment(
 
 def serialize_example(example: PretrainingExample) -> bytes:
     """A `tf.train.Example` with int64 lists ``token_ids``, ``segment_ids``
-    (unpadded) and int64 ``sentence_order_label``."""
+    (unpadded), int64 ``sentence_order_label`` and, for segmented Chinese,
+    ``word_continues``."""
     import tensorflow as tf
 
     def ints(values: Iterable[int]) -> tf.train.Feature:
         return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
-    return tf.train.Example(
-        features=tf.train.Features(
-            feature={
-                "token_ids": ints(example.token_ids),
-                "segment_ids": ints(example.segment_ids),
-                "sentence_order_label": ints([example.sentence_order_label]),
-            }
-        )
-    ).SerializeToString()
+    feature = {
+        "token_ids": ints(example.token_ids),
+        "segment_ids": ints(example.segment_ids),
+        "sentence_order_label": ints([example.sentence_order_label]),
+    }
+    if example.word_continues is not None:
+        feature["word_continues"] = ints(example.word_continues)
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+# Pair building only slices and concatenates id lists, so a piece's
+# "continues a segmenter word" flag rides along as a high bit of its id.
+_CONTINUES_BIT = 1 << 40
+
+
+def _split_flag(ex: PretrainingExample) -> PretrainingExample:
+    ids = [t & (_CONTINUES_BIT - 1) for t in ex.token_ids]
+    flags = [int(t >= _CONTINUES_BIT) for t in ex.token_ids]
+    return PretrainingExample(ids, ex.segment_ids, ex.sentence_order_label, flags)
 
 
 # --------------------------------------------------------------------------
@@ -292,6 +307,7 @@ class _Options:
     short_seq_prob: float
     dupe_factor: int
     seed: int
+    segmenter: object = None  # "jieba", a picklable callable, or None
     shuffle_buffer: int = 100_000
 
 
@@ -335,6 +351,7 @@ def _process_task(task: _Task, opts: _Options, progress=None) -> dict:
     tokenizer = _load_tokenizer(opts.tokenizer_dir)
     stats = ReadStats()
     notes: collections.Counter = collections.Counter()
+    segment = get_segmenter(opts.segmenter) if opts.segmenter is not None else None
 
     # Tokenize documents in batches of sentences (one tf-text call per batch).
     documents: list[list[list[int]]] = []
@@ -346,7 +363,13 @@ def _process_task(task: _Task, opts: _Options, progress=None) -> dict:
         if not pending:
             return
         flat = [s for d in pending for s in d]
-        ids = tokenizer.tokenize(tf.constant(flat)).to_list()
+        ragged = tokenizer.tokenize(tf.constant(flat))
+        ids = ragged.to_list()
+        if segment is not None:
+            pieces = tokenizer.id_to_token(ragged).to_list()
+            for j, sentence in enumerate(flat):
+                flags = word_continuation([p.decode() for p in pieces[j]], segment(sentence))
+                ids[j] = [t + _CONTINUES_BIT * f for t, f in zip(ids[j], flags, strict=True)]
         k = 0
         for d in pending:
             doc = []
@@ -403,7 +426,7 @@ def _process_task(task: _Task, opts: _Options, progress=None) -> dict:
                     stats=notes,
                 ):
                     labels[ex.sentence_order_label] += 1
-                    buffer.append(ex)
+                    buffer.append(_split_flag(ex) if segment is not None else ex)
                 if len(buffer) >= opts.shuffle_buffer:
                     drain()
         drain()
@@ -456,6 +479,7 @@ def write_pretraining_data(
     num_shards: int = 16,
     seed: int = 12345,
     num_workers: int = 1,
+    chinese_segmenter: str | Callable[[str], list[str]] | None = None,
     show_progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> WriteSummary:
@@ -471,6 +495,10 @@ def write_pretraining_data(
     (what the input pipeline needs to mask, see `MaskingVocab`).
 
     The same inputs, options and seed give byte-identical shards.
+
+    ``chinese_segmenter`` (``"jieba"`` or a picklable ``str -> list[str]``)
+    turns on Chinese whole-word masking: each example also stores which CJK
+    pieces continue a segmenter word (`albert_tf.data.chinese_wwm`).
 
     ``tokenizer`` is a directory `Tokenizer.load` reads (each worker loads
     it), or a `Tokenizer` object, which runs in this process only
@@ -531,7 +559,10 @@ def write_pretraining_data(
         short_seq_prob=short_seq_prob,
         dupe_factor=dupe_factor,
         seed=seed,
+        segmenter=chinese_segmenter,
     )
+    if chinese_segmenter is not None:
+        get_segmenter(chinese_segmenter)  # fail fast if jieba is missing
     summary = WriteSummary()
     _run_tasks(tasks, opts, summary, num_workers, show_progress)
 
@@ -555,6 +586,7 @@ def write_pretraining_data(
         "short_seq_prob": short_seq_prob,
         "dupe_factor": dupe_factor,
         "seed": seed,
+        "chinese_whole_word_masking": chinese_segmenter is not None,
         "tokenizer_dir": tokenizer_dir,
         "tokenizer_kind": getattr(tokenizer, "kind", None),
         "vocabulary_size": int(tokenizer.vocabulary_size),

@@ -12,6 +12,7 @@ MODULES = [
     "albert_tf.data.masking",
     "albert_tf.data.pretraining",
     "albert_tf.data.pipeline",
+    "albert_tf.data.chinese_wwm",
 ]
 
 
