@@ -1,0 +1,236 @@
+"""Pretrain ALBERT with MLM + SOP: ``python -m albert_tf.pretrain --flagfile=...``.
+
+Starts from raw text (``--corpus``: files, or ``sample:en`` / ``sample:zh``
+for the embedded samples) or from shards written by
+``albert_tf.create_pretraining_data`` (``--train_files``). Restarting the
+same command resumes from the last checkpoint in ``--model_dir``. At the
+end it evaluates on held-out data, writes ``eval_results.json`` and saves
+the model (with its tokenizer) in this package's format to
+``MODEL_DIR/final``, loadable with ``albert_tf.load``.
+
+Every flag: ``python -m albert_tf.pretrain --helpfull``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from absl import app, flags
+
+from albert_tf.training.strategies import STRATEGIES
+from albert_tf.training.trainer import PRECISIONS, SENTENCE_TASKS
+
+FLAGS = flags.FLAGS
+# --- where
+flags.DEFINE_string("model_dir", None, "Checkpoints, logs, prepared data and the final model.")
+# --- data
+flags.DEFINE_string(
+    "corpus",
+    None,
+    "Raw text to pretrain on: comma-separated files/globs (text or JSON "
+    "Lines, gzip or not), or sample:en / sample:zh. Prepared once into "
+    "MODEL_DIR/data.",
+)
+flags.DEFINE_string("train_files", None, "Existing pretraining shards (glob), instead of --corpus.")
+flags.DEFINE_string("eval_files", None, "Held-out shards (glob) for --train_files runs.")
+flags.DEFINE_string(
+    "tokenizer_dir",
+    None,
+    "An existing tokenizer; default: train one on --corpus (or the one beside --train_files).",
+)
+flags.DEFINE_enum(
+    "tokenizer_kind",
+    "sentencepiece",
+    ["sentencepiece", "wordpiece"],
+    "Tokenizer to train from --corpus: sentencepiece (English) or wordpiece (Chinese).",
+)
+flags.DEFINE_integer(
+    "vocab_size",
+    30000,
+    "Pieces of a tokenizer trained from --corpus (shrunk to what the corpus supports).",
+)
+flags.DEFINE_integer("dupe_factor", 10, "Passes over --corpus when making pairs.")
+flags.DEFINE_integer("eval_every_document", 20, "Hold out one document in N of --corpus.")
+flags.DEFINE_integer("max_seq_length", 512, "Tokens per example.")
+flags.DEFINE_integer(
+    "max_predictions_per_seq",
+    None,
+    "Masked positions per example; default round(0.15 * max_seq_length).",
+)
+flags.DEFINE_enum(
+    "sentence_task",
+    "sop",
+    list(SENTENCE_TASKS),
+    "sop (the paper), nsp (BERT's) or none, for the Table 5 ablation.",
+)
+# --- model
+flags.DEFINE_string("preset", "albert_base_v2", "Model shape (albert_tf.presets).")
+flags.DEFINE_string("albert_config", None, "albert_config.json / config.json; overrides --preset.")
+flags.DEFINE_integer("embedding_size", None, "Override E.")
+flags.DEFINE_integer("hidden_size", None, "Override H.")
+flags.DEFINE_integer("num_hidden_layers", None, "Override L.")
+flags.DEFINE_integer("num_attention_heads", None, "Override the head count.")
+flags.DEFINE_integer("intermediate_size", None, "Override the FFN width.")
+flags.DEFINE_enum(
+    "share",
+    None,
+    ["all", "attention", "ffn", "none"],
+    "Override cross-layer sharing (the paper's Table 4 ablation).",
+)
+# --- optimisation
+flags.DEFINE_integer(
+    "train_batch_size", 4096, "Global batch size (all replicas, all accumulation steps)."
+)
+flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per optimizer step.")
+flags.DEFINE_integer("num_train_steps", 125000, "Optimizer steps.")
+flags.DEFINE_integer("num_warmup_steps", 3125, "Linear warm-up steps.")
+flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate.")
+flags.DEFINE_enum("optimizer", "lamb", ["lamb", "adamw"], "Optimizer.")
+flags.DEFINE_float("weight_decay_rate", 0.01, "Weight decay (not on LayerNorm or biases).")
+flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping.")
+flags.DEFINE_enum(
+    "precision",
+    "float32",
+    list(PRECISIONS),
+    "bfloat16 (CPU/TPU) or float16 (GPU, with loss scaling) mixed precision.",
+)
+flags.DEFINE_bool("jit_compile", False, "XLA-compile the model's forward and backward pass.")
+flags.DEFINE_integer("seed", 12345, "Seed of data order, masks and initialisation.")
+# --- distribution
+flags.DEFINE_enum("strategy", "default", list(STRATEGIES), "tf.distribute strategy.")
+flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
+# --- bookkeeping
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint interval.")
+flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
+flags.DEFINE_integer("log_every_steps", 50, "TensorBoard/progress-bar interval.")
+flags.DEFINE_integer(
+    "eval_every_steps", 0, "Evaluate during training every N steps (0: only at the end)."
+)
+flags.DEFINE_integer("eval_batch_size", 64, "Held-out batch size.")
+flags.DEFINE_integer("num_eval_steps", 100, "Held-out batches per evaluation (0: all).")
+flags.DEFINE_bool("progress_bar", True, "Show a progress bar.")
+flags.mark_flag_as_required("model_dir")
+
+
+def build_config(vocab_size: int):
+    from albert_tf.config import AlbertConfig
+    from albert_tf.presets import get_preset
+
+    config = (
+        AlbertConfig.from_json(FLAGS.albert_config)
+        if FLAGS.albert_config
+        else get_preset(FLAGS.preset)
+    )
+    overrides = {
+        name: FLAGS[name].value
+        for name in (
+            "embedding_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "share",
+        )
+        if FLAGS[name].value is not None
+    }
+    if config.vocab_size != vocab_size:
+        overrides["vocab_size"] = vocab_size  # the model follows its tokenizer
+    if FLAGS.max_seq_length > config.max_position_embeddings:
+        raise app.UsageError(
+            f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+            f"max_position_embeddings={config.max_position_embeddings}."
+        )
+    return config.replace(**overrides)
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    if bool(FLAGS.corpus) == bool(FLAGS.train_files):
+        raise app.UsageError("Give exactly one of --corpus or --train_files.")
+
+    from albert_tf.checkpoints.saved_format import save_model
+    from albert_tf.data.pretraining import read_metadata
+    from albert_tf.tokenizers import load_tokenizer
+    from albert_tf.training.preparation import prepare_pretraining_data
+    from albert_tf.training.strategies import create_strategy
+    from albert_tf.training.trainer import PretrainingOptions, PretrainingTrainer
+
+    strategy = create_strategy(FLAGS.strategy, FLAGS.tpu)
+    model_dir = FLAGS.model_dir
+    if FLAGS.corpus:
+        prepared = prepare_pretraining_data(
+            FLAGS.corpus,
+            os.path.join(model_dir, "data"),
+            tokenizer_dir=FLAGS.tokenizer_dir,
+            tokenizer_kind=FLAGS.tokenizer_kind,
+            vocab_size=FLAGS.vocab_size,
+            max_seq_length=FLAGS.max_seq_length,
+            sentence_task=FLAGS.sentence_task,
+            dupe_factor=FLAGS.dupe_factor,
+            eval_every=FLAGS.eval_every_document,
+            seed=FLAGS.seed,
+        )
+        train_files, eval_files = prepared.train_files, prepared.eval_files
+        tokenizer_dir = prepared.tokenizer_dir
+    else:
+        train_files, eval_files = FLAGS.train_files, FLAGS.eval_files
+        tokenizer_dir = FLAGS.tokenizer_dir
+        if tokenizer_dir is None:
+            import glob
+
+            first = sorted(glob.glob(train_files))
+            meta = read_metadata(os.path.dirname(first[0])) if first else None
+            tokenizer_dir = (meta or {}).get("tokenizer_dir")
+        if tokenizer_dir is None:
+            raise app.UsageError("--train_files runs need --tokenizer_dir.")
+    tokenizer = load_tokenizer(tokenizer_dir)
+    config = build_config(tokenizer.vocabulary_size)
+    options = PretrainingOptions(
+        model_dir=model_dir,
+        train_files=train_files,
+        eval_files=eval_files,
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        train_batch_size=FLAGS.train_batch_size,
+        eval_batch_size=FLAGS.eval_batch_size,
+        num_train_steps=FLAGS.num_train_steps,
+        num_warmup_steps=FLAGS.num_warmup_steps,
+        learning_rate=FLAGS.learning_rate,
+        optimizer=FLAGS.optimizer,
+        weight_decay_rate=FLAGS.weight_decay_rate,
+        clip_norm=FLAGS.clip_norm,
+        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+        sentence_task=FLAGS.sentence_task,
+        precision=FLAGS.precision,
+        jit_compile=FLAGS.jit_compile,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        eval_every_steps=FLAGS.eval_every_steps,
+        num_eval_steps=FLAGS.num_eval_steps,
+        log_every_steps=FLAGS.log_every_steps,
+        seed=FLAGS.seed,
+        progress_bar=FLAGS.progress_bar,
+    )
+    print(
+        f"model: E={config.embedding_size} H={config.hidden_size} "
+        f"L={config.num_hidden_layers} share={config.share} V={config.vocab_size}; "
+        f"strategy {FLAGS.strategy} with {strategy.num_replicas_in_sync} replica(s)"
+    )
+    trainer = PretrainingTrainer(config, options, strategy)
+    trainer.train()
+    if not trainer.chief:
+        return
+    results = {}
+    if eval_files:
+        results = trainer.evaluate()
+        with open(os.path.join(model_dir, "eval_results.json"), "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+    final = os.path.join(model_dir, "final")
+    save_model(trainer.model, final, tokenizer=tokenizer)
+    print(f"saved {final} (load it with albert_tf.load)")
+
+
+if __name__ == "__main__":
+    app.run(main)

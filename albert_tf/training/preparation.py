@@ -1,0 +1,163 @@
+"""From raw corpus files to a tokenizer and train/held-out pretraining shards.
+
+`prepare_pretraining_data` is what lets ``python -m albert_tf.pretrain`` start
+from text: it holds out every n-th document, trains a tokenizer if none is
+given, and writes the shards — each step only once, so a restarted run
+reuses what an earlier one prepared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import zlib
+
+from albert_tf.data import read_documents, sample_path
+from albert_tf.data.corpus import ReadStats
+from albert_tf.data.pretraining import write_pretraining_data
+from albert_tf.tokenizers import load_tokenizer, train_sentencepiece, train_wordpiece
+
+DONE_FILE = "prepared.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedData:
+    tokenizer_dir: str
+    train_files: str
+    eval_files: str | None
+    summary: dict
+
+
+def resolve_corpus(spec: str) -> list[str]:
+    """Comma-separated files/globs; ``sample:en`` / ``sample:zh`` name the
+    embedded samples."""
+    paths: list[str] = []
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        if part.startswith("sample:"):
+            paths.append(sample_path(part.split(":", 1)[1]))
+            continue
+        matches = sorted(glob.glob(part))
+        if not matches:
+            raise FileNotFoundError(f"corpus file not found: {part}")
+        paths.extend(matches)
+    if not paths:
+        raise ValueError("--corpus names no files.")
+    return paths
+
+
+def _is_held_out(document: list[str], eval_every: int) -> bool:
+    # By content, not position: adding files does not reshuffle the split.
+    return eval_every > 0 and zlib.crc32("\n".join(document).encode()) % eval_every == 0
+
+
+def prepare_pretraining_data(
+    corpus: str,
+    work_dir: str,
+    *,
+    tokenizer_dir: str | None = None,
+    tokenizer_kind: str = "sentencepiece",
+    vocab_size: int = 30000,
+    shrink_vocab: bool = True,
+    lower_case: bool = True,
+    max_seq_length: int = 512,
+    sentence_task: str = "sop",
+    dupe_factor: int = 10,
+    eval_every: int = 20,
+    num_shards: int = 4,
+    seed: int = 12345,
+    log=print,
+) -> PreparedData:
+    """Splits, tokenises and writes shards under ``work_dir`` (once)."""
+    done = os.path.join(work_dir, DONE_FILE)
+    if os.path.exists(done):
+        with open(done, encoding="utf-8") as f:
+            record = json.load(f)
+        log(f"using data prepared earlier in {work_dir}")
+        return PreparedData(**record)
+
+    os.makedirs(work_dir, exist_ok=True)
+    stats = ReadStats()
+    splits: dict[str, list[list[str]]] = {"train": [], "eval": []}
+    for path in resolve_corpus(corpus):
+        for document in read_documents(path, stats=stats):
+            splits["eval" if _is_held_out(document, eval_every) else "train"].append(document)
+    if not splits["train"]:
+        raise ValueError(f"{corpus} holds no usable documents ({stats.summary()}).")
+    log(
+        f"read {stats.documents} documents: {len(splits['train'])} train, "
+        f"{len(splits['eval'])} held out; " + stats.summary().replace("\n", "; ")
+    )
+    corpus_files = {}
+    for name, documents in splits.items():
+        if not documents:
+            continue
+        corpus_files[name] = os.path.join(work_dir, f"{name}_corpus.jsonl")
+        with open(corpus_files[name], "w", encoding="utf-8") as f:
+            for i, document in enumerate(documents):
+                f.write(
+                    json.dumps({"id": f"{name}-{i}", "sentences": document}, ensure_ascii=False)
+                    + "\n"
+                )
+
+    if tokenizer_dir is None:
+        tokenizer_dir = os.path.join(work_dir, "tokenizer")
+        sentences = [s for document in splits["train"] for s in document]
+        log(
+            f"training a {tokenizer_kind} tokenizer ({vocab_size} pieces at most) "
+            f"on {len(sentences)} sentences"
+        )
+        if tokenizer_kind == "sentencepiece":
+            train_sentencepiece(
+                sentences,
+                tokenizer_dir,
+                vocab_size=vocab_size,
+                lower_case=lower_case,
+                shrink_vocab=shrink_vocab,
+            )
+        elif tokenizer_kind == "wordpiece":
+            train_wordpiece(sentences, tokenizer_dir, vocab_size=vocab_size, lower_case=lower_case)
+        else:
+            raise ValueError(
+                f"tokenizer_kind must be sentencepiece or wordpiece, got {tokenizer_kind!r}"
+            )
+    tokenizer = load_tokenizer(tokenizer_dir)
+    log(f"tokenizer: {tokenizer.kind}, {tokenizer.vocabulary_size} pieces ({tokenizer_dir})")
+
+    summary = {
+        "read": {
+            "documents": stats.documents,
+            "sentences": stats.sentences,
+            "skipped": dict(stats.skipped),
+        }
+    }
+    shard_patterns: dict[str, str] = {}
+    for name, path in corpus_files.items():
+        out = os.path.join(work_dir, f"{name}_shards")
+        written = write_pretraining_data(
+            tokenizer=tokenizer,
+            output_dir=out,
+            inputs=[path],
+            max_seq_length=max_seq_length,
+            sentence_task=sentence_task,
+            # Held-out pairs are made once: evaluation should not weigh
+            # documents by a dupe factor.
+            dupe_factor=dupe_factor if name == "train" else 1,
+            num_shards=num_shards if name == "train" else 1,
+            seed=seed + (name == "eval"),
+            log=log,
+        )
+        summary[name] = written.to_dict()
+        shard_patterns[name] = os.path.join(out, "*.tfrecord")
+    record = {
+        "tokenizer_dir": tokenizer_dir,
+        "train_files": shard_patterns["train"],
+        "eval_files": shard_patterns.get("eval"),
+        "summary": summary,
+    }
+    tmp = done + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2)
+    os.replace(tmp, done)
+    return PreparedData(**record)
