@@ -108,3 +108,16 @@ class AlbertCorpus(tfds.core.GeneratorBasedBuilder):
         logging.info("albert_corpus[%s]: %s", split, stats.summary().replace("\n", "; "))
         if stats.skipped:
             logging.warning("albert_corpus[%s]: skipped input: %s", split, dict(stats.skipped))
+
+
+def build_albert_corpus(manual_dir: str, data_dir: str | None = None) -> AlbertCorpus:
+    """Builds (or reuses) `albert_corpus` from ``manual_dir``, offline.
+
+    Returns the builder; read it with ``builder.as_dataset(split=...)`` or
+    ``tfds.load("albert_corpus", data_dir=data_dir)``.
+    """
+    builder = AlbertCorpus(data_dir=data_dir)
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
+    )
+    return builder
