@@ -202,3 +202,26 @@ def test_tfds_builder_missing_manual_dir(tmp_path):
         AlbertCorpus(data_dir=str(tmp_path / "d")).download_and_prepare(
             download_config=tfds.download.DownloadConfig(manual_dir=str(tmp_path / "absent"))
         )
+
+
+def test_build_corpus_cli(tmp_path):
+    import subprocess
+    import sys
+
+    manual = tmp_path / "manual"
+    manual.mkdir()
+    (manual / "a.txt").write_text("One.\nTwo.\n\nThree.\n")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.data.build_corpus",
+            f"--manual_dir={manual}",
+            f"--data_dir={tmp_path / 'tfds'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "train: 2 documents" in result.stdout
