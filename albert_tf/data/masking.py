@@ -64,6 +64,8 @@ class MaskingVocab:
     special_ids: tuple[int, ...]
     #: bool [vocabulary_size]: True where a piece begins a word.
     word_start_mask: np.ndarray
+    #: id that pads sequences (not masked; must be in special_ids).
+    pad_id: int = 0
 
     def __post_init__(self) -> None:
         wsm = np.asarray(self.word_start_mask, dtype=bool)
@@ -73,8 +75,9 @@ class MaskingVocab:
             )
         object.__setattr__(self, "word_start_mask", wsm)
         object.__setattr__(self, "special_ids", tuple(int(i) for i in self.special_ids))
-        if self.mask_id not in self.special_ids:
-            object.__setattr__(self, "special_ids", (*self.special_ids, self.mask_id))
+        for required in (self.mask_id, self.pad_id):
+            if required not in self.special_ids:
+                object.__setattr__(self, "special_ids", (*self.special_ids, int(required)))
 
     @classmethod
     def from_tokenizer(cls, tokenizer) -> MaskingVocab:
@@ -84,6 +87,7 @@ class MaskingVocab:
             mask_id=int(tokenizer.mask_id),
             special_ids=tuple(tokenizer.special_ids),
             word_start_mask=np.asarray(tokenizer.word_start_mask(), dtype=bool),
+            pad_id=int(tokenizer.pad_id),
         )
 
     def save(self, directory: str) -> None:
@@ -93,6 +97,7 @@ class MaskingVocab:
                     "vocabulary_size": self.vocabulary_size,
                     "mask_id": self.mask_id,
                     "special_ids": list(self.special_ids),
+                    "pad_id": self.pad_id,
                     # Continuation pieces are usually the minority: store those.
                     "continuation_ids": np.flatnonzero(~self.word_start_mask).tolist(),
                 },
@@ -105,7 +110,9 @@ class MaskingVocab:
             d = json.load(fh)
         wsm = np.ones([d["vocabulary_size"]], dtype=bool)
         wsm[np.asarray(d["continuation_ids"], dtype=np.int64)] = False
-        return cls(d["vocabulary_size"], d["mask_id"], tuple(d["special_ids"]), wsm)
+        return cls(
+            d["vocabulary_size"], d["mask_id"], tuple(d["special_ids"]), wsm, d.get("pad_id", 0)
+        )
 
     def non_special_ids(self) -> np.ndarray:
         special = np.zeros([self.vocabulary_size], dtype=bool)

@@ -126,8 +126,7 @@ def pretraining_dataset(
         max_predictions_per_seq=max_predictions_per_seq,
         masked_lm_prob=masked_lm_prob,
     )
-    pad_id = next(iter(vocab.special_ids))  # [PAD] is always listed first
-    pad_id = int(getattr(tokenizer, "pad_id", pad_id))
+    pad_id = vocab.pad_id
 
     per_replica_batch = batch_size
     pipeline_id = 0
