@@ -471,3 +471,49 @@ def multiple_choice_batches(
         rng.shuffle(batches)
     for batch in batches:
         yield collate([encoded[i] for i in batch])
+
+
+# -- a built-in task from the embedded sample corpora -------------------------
+
+
+def next_sentence_items(
+    documents: Sequence[Sequence[str]],
+    *,
+    num_options: int = 4,
+    seed: int = 0,
+    lang: str = "",
+    prefix: str = "next",
+) -> list[MultipleChoiceExample]:
+    """ "Which sentence comes next?" items from documents (no labelled data needed).
+
+    The context is a sentence, the options its true successor and sentences
+    drawn from other documents, in random order. The quick start and the
+    tests fine-tune on these, built from the in-repo sample corpora.
+
+    >>> docs = [["A1.", "A2.", "A3."], ["B1.", "B2."], ["C1.", "C2."]]
+    >>> item = next_sentence_items(docs, num_options=3)[0]
+    >>> item.context, item.options[item.label]
+    ('A1.', 'A2.')
+    """
+    rng = random.Random(seed)
+    pool = [(d, s) for d, doc in enumerate(documents) for s in doc]
+    items: list[MultipleChoiceExample] = []
+    for d, doc in enumerate(documents):
+        for i in range(len(doc) - 1):
+            distractors: list[str] = []
+            for _ in range(100 * num_options):
+                if len(distractors) == num_options - 1:
+                    break
+                other_doc, sentence = rng.choice(pool)
+                if other_doc != d and sentence not in distractors:
+                    distractors.append(sentence)
+            if len(distractors) < num_options - 1:
+                continue
+            label = rng.randrange(num_options)
+            options = distractors[:label] + [doc[i + 1]] + distractors[label:]
+            items.append(
+                MultipleChoiceExample(
+                    f"{prefix}-{d}-{i}", doc[i], "", options, label, lang, "next_sentence"
+                )
+            )
+    return items

@@ -1,0 +1,45 @@
+"""Export a multiple-choice model as a versioned SavedModel for TF Serving.
+
+    python -m albert_tf.export --checkpoint=runs/mc/best --export_dir=exported/albert_mc
+
+writes ``exported/albert_mc/<version>/`` (next free version unless
+``--version``) with signatures ``serving_default`` (raw text),
+``score_ids`` (token ids) and ``tokenize``. See docs/serving.md.
+"""
+
+from __future__ import annotations
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("checkpoint", None, "Model directory (this package's format).")
+flags.DEFINE_string("export_dir", None, "BASE/NAME; the version folder goes inside.")
+flags.DEFINE_string("tokenizer_dir", None, "Tokenizer (default: CHECKPOINT/tokenizer).")
+flags.DEFINE_integer("version", None, "Version number (default: next free one).")
+flags.DEFINE_integer("max_seq_length", None, "Default: the fine-tuning setting, else 512.")
+flags.DEFINE_integer("max_qa_length", None, "Default: the fine-tuning setting, else 128.")
+flags.mark_flags_as_required(["checkpoint", "export_dir"])
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    from albert_tf.serving import export_saved_model
+
+    try:
+        path = export_saved_model(
+            FLAGS.checkpoint,
+            FLAGS.export_dir,
+            tokenizer_dir=FLAGS.tokenizer_dir,
+            version=FLAGS.version,
+            max_seq_length=FLAGS.max_seq_length,
+            max_qa_length=FLAGS.max_qa_length,
+        )
+    except (FileNotFoundError, FileExistsError, ValueError) as err:
+        raise SystemExit(f"export: {err}") from None
+    print(f"exported SavedModel: {path}")
+    print(f"inspect: saved_model_cli show --dir {path} --all")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,22 @@
+"""Exporting a multiple-choice model as a SavedModel for TF Serving.
+
+>>> from albert_tf.serving import export_saved_model
+>>> export_saved_model("runs/mc/best", "exported/albert_mc")  # doctest: +SKIP
+'exported/albert_mc/1'
+"""
+
+from albert_tf.serving.export import (
+    SETTINGS_FILE,
+    export_saved_model,
+    next_version,
+    read_finetune_settings,
+)
+from albert_tf.serving.multiple_choice_module import MultipleChoiceServingModule
+
+__all__ = [
+    "SETTINGS_FILE",
+    "MultipleChoiceServingModule",
+    "export_saved_model",
+    "next_version",
+    "read_finetune_settings",
+]

@@ -1,0 +1,141 @@
+"""`export_saved_model`: a model directory → a versioned SavedModel for TF Serving.
+
+Layout written (TF Serving watches ``BASE/NAME`` and serves the highest
+numeric version)::
+
+    BASE/NAME/<version>/
+      saved_model.pb, variables/      signatures serving_default, score_ids, tokenize
+      assets/                         tokenizer assets the graph reads (vocab.txt)
+      assets.extra/albert_tf.json     settings and provenance (ignored by TF Serving)
+      assets.extra/tokenizer/         the tokenizer, for clients that tokenise themselves
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+import tensorflow as tf
+
+from albert_tf.serving.multiple_choice_module import MultipleChoiceServingModule
+
+#: Written by fine-tuning next to the checkpoint: max_seq_length, max_qa_length, metrics.
+SETTINGS_FILE = "finetune.json"
+METADATA_FILE = "albert_tf.json"
+DEFAULT_MAX_SEQ_LENGTH = 512
+DEFAULT_MAX_QA_LENGTH = 128
+
+
+def read_finetune_settings(checkpoint_dir: str | os.PathLike[str]) -> dict:
+    """The ``finetune.json`` fine-tuning left in ``checkpoint_dir`` ({} if none)."""
+    path = os.path.join(os.fspath(checkpoint_dir), SETTINGS_FILE)
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def next_version(export_dir: str | os.PathLike[str]) -> int:
+    """1 + the highest numeric version under ``export_dir`` (1 when none).
+
+    >>> import tempfile; base = tempfile.mkdtemp()
+    >>> os.makedirs(os.path.join(base, "7")); os.makedirs(os.path.join(base, "x"))
+    >>> next_version(base)
+    8
+    """
+    export_dir = os.fspath(export_dir)
+    if not os.path.isdir(export_dir):
+        return 1
+    versions = [int(n) for n in os.listdir(export_dir) if n.isdigit()]
+    return max(versions, default=0) + 1
+
+
+def export_saved_model(
+    checkpoint_dir: str | os.PathLike[str],
+    export_dir: str | os.PathLike[str],
+    *,
+    tokenizer_dir: str | os.PathLike[str] | None = None,
+    version: int | None = None,
+    max_seq_length: int | None = None,
+    max_qa_length: int | None = None,
+) -> str:
+    """Writes ``export_dir/<version>/`` and returns its path.
+
+    Args:
+        checkpoint_dir: a model directory `albert_tf.load_multiple_choice` reads.
+        export_dir: ``BASE/NAME``; the version folder is created inside.
+        tokenizer_dir: defaults to ``checkpoint_dir/tokenizer``.
+        version: defaults to `next_version`; an existing version is an error.
+        max_seq_length, max_qa_length: default to the fine-tuning settings
+            (``finetune.json``), else 512 / 128 capped by the model's positions.
+
+    The SavedModel is written under a hidden temporary name and renamed, so
+    a TF Serving instance watching ``export_dir`` never sees half a model.
+
+    Example:
+        >>> export_saved_model("runs/mc/best", "exported/albert_mc")  # doctest: +SKIP
+        'exported/albert_mc/1'
+    """
+    from albert_tf.checkpoints.saved_format import load_multiple_choice
+    from albert_tf.tokenizers import load_tokenizer
+
+    checkpoint_dir, export_dir = os.fspath(checkpoint_dir), os.fspath(export_dir)
+    tokenizer_dir = os.fspath(tokenizer_dir or os.path.join(checkpoint_dir, "tokenizer"))
+    if not os.path.isdir(tokenizer_dir):
+        raise FileNotFoundError(
+            f"no tokenizer at {tokenizer_dir!r}; pass tokenizer_dir (--tokenizer_dir) or "
+            "save the model with save_model(..., tokenizer=...)"
+        )
+    model = load_multiple_choice(checkpoint_dir)
+    tokenizer = load_tokenizer(tokenizer_dir)
+    if tokenizer.vocabulary_size != model.config.vocab_size:
+        raise ValueError(
+            f"tokenizer has {tokenizer.vocabulary_size} pieces but the model's "
+            f"vocab_size is {model.config.vocab_size}: wrong tokenizer for this checkpoint"
+        )
+    settings = read_finetune_settings(checkpoint_dir)
+    limit = model.config.max_position_embeddings
+    max_seq_length = max_seq_length or settings.get(
+        "max_seq_length", min(DEFAULT_MAX_SEQ_LENGTH, limit)
+    )
+    max_qa_length = max_qa_length or settings.get(
+        "max_qa_length", min(DEFAULT_MAX_QA_LENGTH, max_seq_length - 3)
+    )
+    module = MultipleChoiceServingModule(model, tokenizer, max_seq_length, max_qa_length)
+
+    version = next_version(export_dir) if version is None else int(version)
+    final = os.path.join(export_dir, str(version))
+    if os.path.exists(final):
+        raise FileExistsError(f"{final} exists; pick another --version or remove it")
+    os.makedirs(export_dir, exist_ok=True)
+    tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tf.saved_model.save(
+        module,
+        tmp,
+        signatures={
+            "serving_default": module.serving_default,
+            "score_ids": module.score_ids,
+            "tokenize": module.tokenize,
+        },
+    )
+    extra = os.path.join(tmp, "assets.extra")
+    tokenizer.save(os.path.join(extra, "tokenizer"))
+    metadata = {
+        "task": "multiple_choice",
+        "tokenizer": tokenizer.kind,
+        "language": settings.get("language", "zh" if tokenizer.kind == "wordpiece" else "en"),
+        "max_seq_length": max_seq_length,
+        "max_qa_length": max_qa_length,
+        "vocab_size": model.config.vocab_size,
+        "checkpoint": os.path.abspath(checkpoint_dir),
+        "finetune": settings,
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "tensorflow": tf.__version__,
+    }
+    with open(os.path.join(extra, METADATA_FILE), "w", encoding="utf-8") as f:
+        json.dump(metadata, f, indent=2, ensure_ascii=False)
+    os.rename(tmp, final)
+    return final

@@ -1,0 +1,298 @@
+"""Fine-tuning `AlbertMultipleChoice`: dev accuracy, best checkpoint, early stopping.
+
+The loop follows google-research/albert's ``run_race``: cross-entropy over
+the options' softmax, AdamW (or LAMB) with linear warm-up and linear decay,
+gradients clipped to global norm 1. Batches are padded to their own longest
+item (see `albert_tf.data.multiple_choice.multiple_choice_batches`), so the
+step functions take any [batch, options, length] shape without retracing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.checkpoints.saved_format import save_model
+from albert_tf.data.multiple_choice import (
+    MultipleChoiceExample,
+    encode_multiple_choice,
+    multiple_choice_batches,
+)
+from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
+
+SETTINGS_FILE = "finetune.json"  # read back by albert_tf.serving.export
+_IDS = tf.TensorSpec([None, None, None], tf.int32)
+
+
+class MultipleChoiceTrainer:
+    """Fine-tunes a multiple-choice model and keeps its best dev checkpoint.
+
+    Args:
+        model: an `AlbertMultipleChoice` (e.g. from `albert_tf.load_multiple_choice`).
+        tokenizer: the model's `Tokenizer`; saved with every checkpoint.
+        output_dir: gets ``best/`` (a model directory with ``tokenizer/`` and
+            ``finetune.json``) and ``metrics.jsonl`` (one line per evaluation).
+        max_seq_length, max_qa_length: packing, as in run_race.
+        batch_size: items (questions) per step.
+        learning_rate: peak learning rate.
+        num_epochs: passes over the training items (ignored with ``num_train_steps``).
+        num_train_steps: total steps; defaults to ``num_epochs`` passes.
+        warmup_proportion: fraction of steps with linear warm-up.
+        optimizer: ``"adamw"`` (official fine-tuning default) or ``"lamb"``.
+        eval_every: steps between dev evaluations (and at the end).
+        patience: evaluations without improvement before stopping (0: never stop).
+        seed: shuffling seed.
+        progress: show a progress bar.
+        language: stored in ``finetune.json`` (the exporter and the app show it).
+
+    Example:
+        >>> trainer = MultipleChoiceTrainer(model, tokenizer, output_dir="runs/mc",
+        ...                                 max_seq_length=256, batch_size=16)  # doctest: +SKIP
+        >>> result = trainer.fit(train_items, dev_items)                  # doctest: +SKIP
+        >>> result["best_accuracy"], result["best_dir"]                  # doctest: +SKIP
+        (0.61, 'runs/mc/best')
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        output_dir: str | os.PathLike[str],
+        max_seq_length: int = 512,
+        max_qa_length: int = 128,
+        batch_size: int = 16,
+        eval_batch_size: int | None = None,
+        learning_rate: float = 1e-5,
+        num_epochs: float = 3.0,
+        num_train_steps: int | None = None,
+        warmup_proportion: float = 0.1,
+        optimizer: str = "adamw",
+        weight_decay_rate: float = 0.01,
+        eval_every: int = 500,
+        patience: int = 5,
+        seed: int = 0,
+        progress: bool = True,
+        language: str = "",
+    ):
+        if max_seq_length > model.config.max_position_embeddings:
+            raise ValueError(
+                f"max_seq_length={max_seq_length} exceeds the model's "
+                f"max_position_embeddings={model.config.max_position_embeddings}"
+            )
+        if tokenizer.vocabulary_size != model.config.vocab_size:
+            raise ValueError(
+                f"tokenizer has {tokenizer.vocabulary_size} pieces, the model "
+                f"{model.config.vocab_size}: wrong tokenizer for this checkpoint"
+            )
+        if optimizer not in ("adamw", "lamb"):
+            raise ValueError(f"optimizer must be 'adamw' or 'lamb', got {optimizer!r}")
+        self.model, self.tokenizer = model, tokenizer
+        self.output_dir = os.fspath(output_dir)
+        self.max_seq_length, self.max_qa_length = max_seq_length, max_qa_length
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or 2 * batch_size
+        self.learning_rate, self.num_epochs = learning_rate, num_epochs
+        self.num_train_steps, self.warmup_proportion = num_train_steps, warmup_proportion
+        self.optimizer_name, self.weight_decay_rate = optimizer, weight_decay_rate
+        self.eval_every, self.patience, self.seed = eval_every, patience, seed
+        self.progress, self.language = progress, language
+        self._predict = tf.function(self._logits, input_signature=[_IDS, _IDS, _IDS])
+
+    # -- data --------------------------------------------------------------
+
+    def encode(self, items: Sequence[MultipleChoiceExample]) -> list[dict[str, np.ndarray]]:
+        """Packs items once; fit/evaluate accept the result to avoid re-tokenising."""
+        return encode_multiple_choice(
+            items,
+            self.tokenizer,
+            max_seq_length=self.max_seq_length,
+            max_qa_length=self.max_qa_length,
+        )
+
+    def _encoded(self, data) -> list[dict[str, np.ndarray]]:
+        if data and isinstance(data[0], MultipleChoiceExample):
+            return self.encode(data)
+        return list(data)
+
+    # -- steps -------------------------------------------------------------
+
+    def _logits(self, token_ids, segment_ids, padding_mask, training=False):
+        features = {
+            "token_ids": token_ids,
+            "segment_ids": segment_ids,
+            "padding_mask": padding_mask,
+        }
+        return tf.cast(self.model(features, training=training), tf.float32)
+
+    def _build_train_step(self, optimizer):
+        model = self.model
+
+        @tf.function(input_signature=[_IDS, _IDS, _IDS, tf.TensorSpec([None], tf.int32)])
+        def train_step(token_ids, segment_ids, padding_mask, labels):
+            with tf.GradientTape() as tape:
+                logits = self._logits(token_ids, segment_ids, padding_mask, training=True)
+                loss = tf.reduce_mean(
+                    tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+                )
+            variables = model.trainable_variables
+            # Embedding gradients arrive as IndexedSlices; AlbertOptimizer takes dense ones.
+            grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+            grads, _ = tf.clip_by_global_norm(grads, 1.0)  # as the official optimizer
+            optimizer.apply(grads, variables)
+            correct = tf.reduce_sum(
+                tf.cast(tf.argmax(logits, -1, output_type=tf.int32) == labels, tf.float32)
+            )
+            return loss, correct
+
+        return train_step
+
+    # -- public ------------------------------------------------------------
+
+    def evaluate(self, data) -> dict[str, float]:
+        """Accuracy and mean loss on items (or their `encode` output)."""
+        encoded = self._encoded(data)
+        if not encoded:
+            raise ValueError("evaluate() needs at least one item")
+        # Sorting by size keeps padding low; order does not change accuracy.
+        encoded = sorted(encoded, key=lambda e: e["token_ids"].size)
+        correct, loss, count = 0, 0.0, 0
+        for features, labels in multiple_choice_batches(encoded, self.eval_batch_size):
+            logits = self._predict(
+                features["token_ids"], features["segment_ids"], features["padding_mask"]
+            )
+            losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+            correct += int(np.sum(np.argmax(logits.numpy(), -1) == labels))
+            loss += float(tf.reduce_sum(losses))
+            count += len(labels)
+        return {"accuracy": correct / count, "loss": loss / count, "count": count}
+
+    def predict(self, data) -> np.ndarray:
+        """Option probabilities, [items, max options] (0 for absent options)."""
+        encoded = self._encoded(data)
+        rows = []
+        width = max(e["token_ids"].shape[0] for e in encoded)
+        for features, _ in multiple_choice_batches(encoded, self.eval_batch_size):
+            logits = self._predict(
+                features["token_ids"], features["segment_ids"], features["padding_mask"]
+            )
+            probs = tf.nn.softmax(logits, -1).numpy()
+            rows.append(np.pad(probs, ((0, 0), (0, width - probs.shape[1]))))
+        return np.concatenate(rows)
+
+    def settings(self) -> dict:
+        return {
+            "max_seq_length": self.max_seq_length,
+            "max_qa_length": self.max_qa_length,
+            "batch_size": self.batch_size,
+            "learning_rate": self.learning_rate,
+            "optimizer": self.optimizer_name,
+            "warmup_proportion": self.warmup_proportion,
+            "seed": self.seed,
+            "language": self.language,
+        }
+
+    def save(self, directory: str, metrics: dict) -> None:
+        save_model(self.model, directory, tokenizer=self.tokenizer)
+        with open(os.path.join(directory, SETTINGS_FILE), "w", encoding="utf-8") as f:
+            json.dump(self.settings() | {"metrics": metrics}, f, indent=2)
+
+    def fit(self, train, dev) -> dict:
+        """Trains, evaluating on ``dev`` every ``eval_every`` steps.
+
+        Returns:
+            ``best_accuracy``, ``best_step``, ``best_dir``, ``steps``,
+            ``stopped_early``, ``history`` (one dict per evaluation),
+            ``train_seconds``.
+        """
+        train_enc, dev_enc = self._encoded(train), self._encoded(dev)
+        if not train_enc or not dev_enc:
+            raise ValueError("fit() needs non-empty train and dev sets")
+        steps_per_epoch = math.ceil(len(train_enc) / self.batch_size)
+        total = self.num_train_steps or max(1, round(self.num_epochs * steps_per_epoch))
+        schedule = WarmupPolynomialDecay(
+            self.learning_rate, total_steps=total, warmup_steps=int(self.warmup_proportion * total)
+        )
+        optimizer = AlbertOptimizer(
+            learning_rate=schedule,
+            weight_decay_rate=self.weight_decay_rate,
+            layer_adaptation=self.optimizer_name == "lamb",
+        )
+        train_step = self._build_train_step(optimizer)
+        os.makedirs(self.output_dir, exist_ok=True)
+        best_dir = os.path.join(self.output_dir, "best")
+        log_path = os.path.join(self.output_dir, "metrics.jsonl")
+        history: list[dict] = []
+        best, best_step, stale, step, stopped = -1.0, 0, 0, 0, False
+        bar = None
+        if self.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, desc="fine-tuning", unit="step", dynamic_ncols=True)
+        start = time.perf_counter()
+        run_loss, run_correct, run_count, epoch = 0.0, 0.0, 0, 0
+        while step < total and not stopped:
+            for features, labels in multiple_choice_batches(
+                train_enc, self.batch_size, shuffle=True, seed=self.seed + epoch
+            ):
+                loss, correct = train_step(
+                    features["token_ids"], features["segment_ids"], features["padding_mask"], labels
+                )
+                step += 1
+                run_loss += float(loss) * len(labels)
+                run_correct += float(correct)
+                run_count += len(labels)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{float(loss):.3f}", best_dev=f"{max(best, 0):.3f}")
+                if step % self.eval_every == 0 or step == total:
+                    metrics = self.evaluate(dev_enc)
+                    record = {
+                        "step": step,
+                        "epoch": epoch,
+                        "train_loss": run_loss / run_count,
+                        "train_accuracy": run_correct / run_count,
+                        "dev_accuracy": metrics["accuracy"],
+                        "dev_loss": metrics["loss"],
+                        "seconds": round(time.perf_counter() - start, 1),
+                    }
+                    run_loss, run_correct, run_count = 0.0, 0.0, 0
+                    history.append(record)
+                    with open(log_path, "a", encoding="utf-8") as f:
+                        f.write(json.dumps(record) + "\n")
+                    if metrics["accuracy"] > best:
+                        best, best_step, stale = metrics["accuracy"], step, 0
+                        self.save(best_dir, record)
+                    else:
+                        stale += 1
+                    message = (
+                        f"step {step}: dev accuracy {metrics['accuracy']:.4f} "
+                        f"(best {best:.4f} at step {best_step})"
+                    )
+                    if bar is not None:
+                        bar.set_postfix(loss=f"{float(loss):.3f}", best_dev=f"{best:.3f}")
+                        bar.write(message)
+                    if self.patience and stale >= self.patience:
+                        stopped = True
+                        if bar is not None:
+                            bar.write(f"early stopping: no improvement in {stale} evaluations")
+                if step >= total or stopped:
+                    break
+            epoch += 1
+        if bar is not None:
+            bar.close()
+        return {
+            "best_accuracy": best,
+            "best_step": best_step,
+            "best_dir": best_dir,
+            "steps": step,
+            "stopped_early": stopped,
+            "history": history,
+            "train_seconds": time.perf_counter() - start,
+        }
