@@ -112,6 +112,8 @@ class AlbertBackbone(keras.Model):
         )
 
         # === Config ===
+        # A functional model ignores `dtype`; keep it so task heads match.
+        self.dtype_policy = keras.dtype_policies.get(dtype or keras.config.dtype_policy())
         self.config = config
         self.output_hidden_states = output_hidden_states
         self.embeddings = embeddings

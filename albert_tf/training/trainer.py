@@ -4,8 +4,8 @@ One code path serves every strategy (default, one device, mirrored,
 multi-worker, TPU):
 
 * Each step's global batch is the same examples whatever the strategy: every
-  input pipeline reads the global batch and keeps its own slice (see
-  `_distributed_dataset`), so N workers train exactly like one worker.
+  worker reads the global batch and each replica keeps its slice (see
+  `_distribute`), so N workers train exactly like one worker.
 * Losses are per-replica *sums* divided by counts all-reduced over replicas.
 * Gradients are all-reduced, clipped by global norm, then handed to the
   optimizer divided by the replica count (Keras all-reduces by summing
@@ -155,8 +155,11 @@ class PretrainingTrainer:
                     )
                     for v in self.model.trainable_variables
                 ]
+        # A plain iterator over global batches: checkpointable (a
+        # DistributedIterator is not), and identical on every worker, so the
+        # chief's saved position is right for all of them.
         self._train_iterator = iter(
-            self._distributed_dataset(
+            self._global_batches(
                 options.train_files, options.micro_batch_size, shuffle=True, repeat=True
             )
         )
@@ -228,7 +231,7 @@ class PretrainingTrainer:
                 json.dump(self._run_record(), f, indent=2, sort_keys=True)
             os.replace(tmp, path)
 
-    def _distributed_dataset(
+    def _global_batches(
         self,
         files: str,
         global_batch: int,
@@ -236,30 +239,38 @@ class PretrainingTrainer:
         shuffle: bool,
         repeat: bool,
         drop_remainder: bool = True,
-    ):
+    ) -> tf.data.Dataset:
         options = self.options
+        return pretraining_dataset(
+            files,
+            batch_size=global_batch,
+            max_seq_length=options.max_seq_length,
+            max_predictions_per_seq=options.max_predictions_per_seq,
+            seed=options.seed,
+            shuffle=shuffle,
+            repeat=repeat,
+            drop_remainder=drop_remainder,
+        )
 
-        def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-            ds = pretraining_dataset(
-                files,
-                batch_size=global_batch,
-                max_seq_length=options.max_seq_length,
-                max_predictions_per_seq=options.max_predictions_per_seq,
-                seed=options.seed,
-                shuffle=shuffle,
-                repeat=repeat,
-                drop_remainder=drop_remainder,
-            )
-            # Every pipeline reads the global batch and keeps its slice, so the
-            # examples (and their masks) of a step do not depend on the number
-            # of workers; the cost is that each worker prepares every example.
-            share = global_batch // context.num_input_pipelines
-            start = context.input_pipeline_id * share
-            return ds.map(
-                lambda f, y: tf.nest.map_structure(lambda t: t[start : start + share], (f, y))
-            )
+    def _distribute(self, batch):
+        """Each replica's slice of a global batch.
 
-        return self.strategy.distribute_datasets_from_function(dataset_fn)
+        Every worker reads the same global batch and keeps its replicas'
+        rows, so a step's examples (and masks) do not depend on how many
+        workers there are; the cost is that each worker prepares them all.
+        """
+        n = self.num_replicas
+
+        def replica_slice(context):
+            r = context.replica_id_in_sync_group
+
+            def take(t):
+                rows = tf.shape(t)[0]  # a last eval batch may be short
+                return t[r * rows // n : (r + 1) * rows // n]
+
+            return tf.nest.map_structure(take, batch)
+
+        return self.strategy.experimental_distribute_values_from_function(replica_slice)
 
     # ------------------------------------------------------------------ steps
     def _forward_sums(self, features, labels, training: bool):
@@ -346,8 +357,7 @@ class PretrainingTrainer:
             return self._forward_sums(features, labels, training=False)
 
         @tf.function
-        def train_fn(iterator):
-            features, labels = next(iterator)
+        def train_fn(features, labels):
             return reduce(strategy.run(fused_step, args=(features, labels)))
 
         @tf.function
@@ -377,12 +387,13 @@ class PretrainingTrainer:
 
     def _train_one_step(self) -> dict[str, float]:
         if self.options.gradient_accumulation_steps == 1:
-            out = self._train_fn(self._train_iterator)
+            out = self._train_fn(*self._distribute(next(self._train_iterator)))
         else:
             # The step's micro-batches are read first: their total counts
             # normalise every one of them.
             batches = [
-                next(self._train_iterator) for _ in range(self.options.gradient_accumulation_steps)
+                self._distribute(next(self._train_iterator))
+                for _ in range(self.options.gradient_accumulation_steps)
             ]
             normalizers = tf.maximum(tf.add_n([self._count_fn(y) for _, y in batches]), 1.0)
             totals: dict[str, Any] = {}
@@ -467,7 +478,7 @@ class PretrainingTrainer:
         options = self.options
         if not options.eval_files:
             raise ValueError("No eval_files given.")
-        dataset = self._distributed_dataset(
+        dataset = self._global_batches(
             # Keep the last partial batch: a small held-out set counts whole.
             options.eval_files,
             options.eval_batch_size,
@@ -476,10 +487,10 @@ class PretrainingTrainer:
             drop_remainder=False,
         )
         totals: dict[str, float] = {}
-        for i, (features, labels) in enumerate(dataset):
+        for i, batch in enumerate(dataset):
             if options.num_eval_steps and i >= options.num_eval_steps:
                 break
-            for k, v in self._eval_fn(features, labels).items():
+            for k, v in self._eval_fn(*self._distribute(batch)).items():
                 totals[k] = totals.get(k, 0.0) + float(v)
         if not totals:
             raise ValueError(f"The eval data {options.eval_files} holds no examples.")

@@ -1,0 +1,84 @@
+"""In-process pretraining runs: learning, accumulation, precision, XLA."""
+
+import numpy as np
+import pytest
+from training_utils import flat_weights, tiny_albert, tiny_options
+
+from albert_tf.tokenizers import load_tokenizer
+from albert_tf.training.trainer import PretrainingTrainer
+
+
+@pytest.fixture(scope="module")
+def vocab(prepared):
+    return load_tokenizer(prepared.tokenizer_dir).vocabulary_size
+
+
+def _train(tmp_path, prepared, vocab, name, config_overrides=None, **options):
+    trainer = PretrainingTrainer(
+        tiny_albert(vocab, **(config_overrides or {})),
+        tiny_options(tmp_path / name, prepared, **options),
+    )
+    trainer.train(log=lambda *_: None)
+    return trainer
+
+
+def test_loss_falls_and_eval_reports_both_tasks(tmp_path, prepared, vocab):
+    trainer = PretrainingTrainer(
+        tiny_albert(vocab), tiny_options(tmp_path / "run", prepared, num_train_steps=40)
+    )
+    before = trainer.evaluate(log=lambda *_: None)
+    trainer.train(log=lambda *_: None)
+    after = trainer.evaluate(log=lambda *_: None)
+    assert trainer.step == 40
+    assert after["mlm_loss"] < before["mlm_loss"] - 0.5, (before, after)
+    assert set(after) >= {"mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy"}
+    assert after["mlm_predictions"] > 100  # the whole held-out set, partial batch included
+
+
+def test_gradient_accumulation_equals_one_big_batch(tmp_path, prepared, vocab):
+    one = _train(tmp_path, prepared, vocab, "one", train_batch_size=8)
+    two = _train(tmp_path, prepared, vocab, "two", train_batch_size=8,
+                 gradient_accumulation_steps=2)
+    diff = np.abs(flat_weights(one.model) - flat_weights(two.model)).max()
+    moved = np.abs(flat_weights(one.model) - flat_weights(
+        PretrainingTrainer(tiny_albert(vocab), tiny_options(tmp_path / "init", prepared)).model
+    )).max()
+    assert moved > 1e-3  # training changed the weights ...
+    assert diff < 1e-5, diff  # ... identically with and without accumulation
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+def test_mixed_precision_tracks_float32(tmp_path, prepared, vocab, precision):
+    fp32 = _train(tmp_path, prepared, vocab, "fp32", num_train_steps=15)
+    mixed = _train(tmp_path, prepared, vocab, precision, num_train_steps=15,
+                   precision=precision)
+    a = fp32.evaluate(log=lambda *_: None)
+    b = mixed.evaluate(log=lambda *_: None)
+    assert mixed.model.backbone.dtype_policy.compute_dtype == precision
+    assert mixed.model.weights[0].dtype == "float32"  # master weights stay fp32
+    assert np.isfinite(b["mlm_loss"])
+    assert abs(a["mlm_loss"] - b["mlm_loss"]) < 0.05 * a["mlm_loss"], (a, b)
+
+
+def test_xla_matches_graph_mode(tmp_path, prepared, vocab):
+    plain = _train(tmp_path, prepared, vocab, "plain")
+    xla = _train(tmp_path, prepared, vocab, "xla", jit_compile=True)
+    assert np.abs(flat_weights(plain.model) - flat_weights(xla.model)).max() < 1e-4
+
+
+def test_incompatible_model_dir_is_refused(tmp_path, prepared, vocab):
+    _train(tmp_path, prepared, vocab, "run", num_train_steps=2)
+    with pytest.raises(ValueError, match="hidden_size: 32 -> 64"):
+        PretrainingTrainer(
+            tiny_albert(vocab, hidden_size=64),
+            tiny_options(tmp_path / "run", prepared),
+        )
+
+
+def test_batch_not_divisible_by_accumulation(tmp_path, prepared, vocab):
+    with pytest.raises(ValueError, match="not divisible"):
+        PretrainingTrainer(
+            tiny_albert(vocab),
+            tiny_options(tmp_path / "x", prepared, train_batch_size=9,
+                         gradient_accumulation_steps=2),
+        )

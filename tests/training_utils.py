@@ -1,0 +1,48 @@
+"""Tiny pretraining runs for the tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from albert_tf.config import AlbertConfig
+
+
+def tiny_albert(vocab_size: int, **overrides) -> AlbertConfig:
+    fields = dict(
+        vocab_size=vocab_size,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        classifier_dropout_prob=0.0,
+    )
+    fields.update(overrides)
+    return AlbertConfig(**fields)
+
+
+def tiny_options(model_dir, prepared, **overrides):
+    from albert_tf.training.trainer import PretrainingOptions
+
+    fields = dict(
+        model_dir=str(model_dir),
+        train_files=prepared.train_files,
+        eval_files=prepared.eval_files,
+        max_seq_length=32,
+        train_batch_size=8,
+        eval_batch_size=8,
+        num_train_steps=6,
+        num_warmup_steps=1,
+        learning_rate=0.01,
+        save_checkpoints_steps=1000,
+        log_every_steps=1000,
+        num_eval_steps=0,
+        progress_bar=False,
+    )
+    fields.update(overrides)
+    return PretrainingOptions(**fields)
+
+
+def flat_weights(model) -> np.ndarray:
+    return np.concatenate([np.asarray(w, np.float64).ravel() for w in model.weights])
