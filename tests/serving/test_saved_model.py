@@ -1,0 +1,251 @@
+"""The exported SavedModel, served by a fresh process that imports only
+tensorflow and tensorflow_text: parity with the Keras model, graph ops,
+saved_model_cli, bad input, versioned export layout."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import albert_tf
+from albert_tf.data.multiple_choice import pack_multiple_choice
+from albert_tf.serving import export_saved_model, next_version
+from albert_tf.tokenizers import load_tokenizer
+
+LONG = "The quick brown fox jumps over the lazy dog. " * 223  # ~10,000 characters
+CASES = {
+    "en": [
+        {
+            "context": ["The cat sat on the mat.", "Rain fell all day.", "Tom likes apples."],
+            "question": ["Where did the cat sit?", "Take an _ with you.", "What does Tom like?"],
+            "options": [
+                ["on the mat", "in the tree", "", ""],
+                ["umbrella", "ice cream", "book", "hat"],
+                ["apples", "pears", "plums", ""],
+            ],
+        },
+        {  # long text, mixed scripts and emoji, one option, empty context
+            "context": [LONG, "Mixed Ελληνικά, русский, 中文 and emoji 😀🎉👍🏽", ""],
+            "question": ["What jumps?", "Which is it? 🤔", ""],
+            "options": [["the fox", LONG, ""], ["😀", "Ελληνικά", "中文"], ["only one", "", ""]],
+        },
+    ],
+    "zh": [
+        {
+            "context": ["算法组的成员们精通各种AI算法.", "今天下雨了。"],
+            "question": ["", "我们应该带什么？"],
+            "options": [
+                ["成都动物园里的大熊猫人人都想摸一下.", "他们主要负责AI算法的研究和落地.", "我没吃上吉士果.", "你吃饭了吗?"],
+                ["雨伞", "冰淇淋", "", ""],
+            ],
+        },
+        {
+            "context": ["中文" * 5000, "English and 中文 mixed 😀"],
+            "question": ["这是什么？" * 100, "_是什么?"],
+            "options": [["汉字", "🎉", ""], ["AI", "ALBERT模型", "表情😀"]],
+        },
+    ],
+}
+
+_SERVE = r"""
+import json, sys
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.framework import op_def_registry
+
+request = json.load(open(sys.argv[1]))
+report = {"ops": {}, "results": {}, "errors": {}}
+for lang, spec in request.items():
+    # Which ops does the graph use, and who registers them?
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString(open(spec["path"] + "/saved_model.pb", "rb").read())
+    graph = proto.meta_graphs[0].graph_def
+    functions = {f.signature.name for f in graph.library.function}
+    ops = {n.op for n in graph.node}
+    for f in graph.library.function:
+        ops |= {n.op for n in f.node_def}
+    ops -= functions
+    report["ops"][lang] = {"core": sorted(o for o in ops if op_def_registry.get(o) is not None)}
+import tensorflow_text  # noqa: F401  (registers its ops)
+for lang, spec in request.items():
+    ops = report["ops"][lang]
+    proto_ops = set(spec["expected_ops"]) - set(ops["core"])
+    ops["tf_text"] = sorted(o for o in proto_ops if op_def_registry.get(o) is not None)
+    ops["unregistered"] = sorted(o for o in proto_ops if op_def_registry.get(o) is None)
+    model = tf.saved_model.load(spec["path"])
+    serve = model.signatures["serving_default"]
+    out = []
+    for case in spec["cases"]:
+        result = serve(context=tf.constant(case["context"]), question=tf.constant(case["question"]),
+                       options=tf.constant(case["options"]))
+        out.append({k: v.numpy().tolist() for k, v in result.items()})
+    ids = spec["ids"]
+    result = model.signatures["score_ids"](**{k: tf.constant(v, tf.int32) for k, v in ids.items()})
+    out.append({k: v.numpy().tolist() for k, v in result.items()})
+    report["results"][lang] = out
+    errors = {}
+    for name, case in {
+        "all_empty": (["c"], ["q"], [["", ""]]),
+        "batch_mismatch": (["c", "d"], ["q"], [["a", "b"]]),
+    }.items():
+        try:
+            serve(context=tf.constant(case[0]), question=tf.constant(case[1]),
+                  options=tf.constant(case[2]))
+            errors[name] = "no error"
+        except tf.errors.InvalidArgumentError as err:
+            errors[name] = err.message
+    report["errors"][lang] = errors
+report["albert_tf_imported"] = any(m.startswith("albert_tf") for m in sys.modules)
+print(json.dumps(report))
+"""
+
+
+def _all_ops(path: Path) -> list[str]:
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((path / "saved_model.pb").read_bytes())
+    graph = proto.meta_graphs[0].graph_def
+    ops = {n.op for n in graph.node}
+    for f in graph.library.function:
+        ops |= {n.op for n in f.node_def}
+    return sorted(ops - {f.signature.name for f in graph.library.function})
+
+
+def _expected(model_dir: Path, case: dict) -> dict:
+    model = albert_tf.load_multiple_choice(model_dir)
+    packed = pack_multiple_choice(
+        load_tokenizer(model_dir / "tokenizer"),
+        tf.constant(case["context"]),
+        tf.constant(case["question"]),
+        tf.constant(case["options"]),
+        max_seq_length=96,
+        max_qa_length=32,
+    )
+    inputs = {k: packed[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    logits = model(inputs, training=False).numpy()
+    return {"logits": logits, "inputs": {k: v.numpy() for k, v in inputs.items()}}
+
+
+@pytest.fixture(scope="module")
+def served(mc_models, tmp_path_factory):
+    request, expected = {}, {}
+    for lang, paths in mc_models.items():
+        expected[lang] = [_expected(paths["model"], case) for case in CASES[lang]]
+        request[lang] = {
+            "path": str(paths["saved_model"]),
+            "cases": CASES[lang],
+            "ids": {k: v.tolist() for k, v in expected[lang][0]["inputs"].items()},
+            "expected_ops": _all_ops(paths["saved_model"]),
+        }
+    request_file = tmp_path_factory.mktemp("serve") / "request.json"
+    request_file.write_text(json.dumps(request))
+    result = subprocess.run(
+        [sys.executable, "-c", _SERVE, str(request_file)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=request_file.parent,  # not the repo: albert_tf must not be importable by accident
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1]), expected
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_fresh_process_matches_keras_model(served, lang):
+    report, expected = served
+    assert report["albert_tf_imported"] is False
+    results = report["results"][lang]
+    for case, want, got in zip(CASES[lang], expected[lang], results, strict=False):
+        present = np.array([[bool(o) for o in row] for row in case["options"]])
+        logits, probs = np.array(got["logits"]), np.array(got["probabilities"])
+        np.testing.assert_allclose(logits[present], want["logits"][present], atol=1e-5)
+        assert (logits[~present] == -1e9).all()
+        want_probs = tf.nn.softmax(want["logits"]).numpy() * present
+        np.testing.assert_allclose(probs, want_probs, atol=1e-5)
+        assert np.isfinite(probs).all() and np.isfinite(logits).all()
+        np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-6)
+        assert (probs[~present] == 0).all()
+        assert got["prediction"] == want["logits"].argmax(-1).tolist()
+    # score_ids on the ids this process packed gives the same answer as text in
+    ids_result = results[-1]
+    np.testing.assert_allclose(ids_result["logits"], results[0]["logits"], atol=1e-5)
+    # different option counts really did vary the probabilities
+    assert np.ptp(np.array(results[0]["probabilities"])[1]) > 1e-2
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_graph_uses_only_core_and_tf_text_ops(served, lang):
+    ops = served[0]["ops"][lang]
+    assert ops["unregistered"] == []
+    assert not set(ops["core"]) & {"PyFunc", "EagerPyFunc", "PyFuncStateless"}
+    assert ops["tf_text"], "tokenisation should run on tensorflow-text ops"
+    kind_ops = {"en": "SentencepieceOp", "zh": "WordpieceTokenizeWithOffsets"}
+    assert kind_ops[lang] in ops["tf_text"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_bad_input_fails_with_clear_message(served, lang):
+    errors = served[0]["errors"][lang]
+    assert "at least one non-empty option" in errors["all_empty"]
+    assert "same batch size" in errors["batch_mismatch"]
+
+
+def test_saved_model_cli_lists_documented_signature(mc_models):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tensorflow.python.tools.saved_model_cli",
+            "show",
+            "--dir",
+            str(mc_models["en"]["saved_model"]),
+            "--all",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    text = result.stdout
+    block = text.split("signature_def['serving_default']:")[1].split("signature_def[")[0]
+    for name, dtype, shape in [
+        ("context", "DT_STRING", "(-1)"),
+        ("question", "DT_STRING", "(-1)"),
+        ("options", "DT_STRING", "(-1, -1)"),
+        ("probabilities", "DT_FLOAT", "(-1, -1)"),
+        ("logits", "DT_FLOAT", "(-1, -1)"),
+        ("prediction", "DT_INT64", "(-1)"),
+    ]:
+        entry = block.split(f"['{name}'] tensor_info:")[1]
+        assert f"dtype: {dtype}" in entry.split("name:")[0]
+        assert f"shape: {shape}" in entry.split("name:")[0]
+    assert "signature_def['score_ids']" in text and "signature_def['tokenize']" in text
+
+
+def test_export_layout_versions_and_errors(mc_models, tmp_path):
+    saved = mc_models["zh"]["saved_model"]
+    assert (saved / "assets" / "vocab.txt").is_file()  # the WordPiece table's asset
+    meta = json.loads((saved / "assets.extra" / "albert_tf.json").read_text())
+    assert meta["max_seq_length"] == 96 and meta["max_qa_length"] == 32
+    assert (mc_models["en"]["saved_model"] / "assets.extra/tokenizer/spiece.model").is_file()
+    assert next_version(mc_models["zh"]["export"]) == 2
+    with pytest.raises(FileExistsError, match="exists"):
+        export_saved_model(mc_models["zh"]["model"], mc_models["zh"]["export"], version=1)
+    with pytest.raises(FileNotFoundError, match="no tokenizer"):
+        export_saved_model(
+            mc_models["zh"]["model"], tmp_path / "x", tokenizer_dir=tmp_path / "missing"
+        )
+    with pytest.raises(FileNotFoundError, match="not an albert_tf model directory"):
+        export_saved_model(tmp_path, tmp_path / "x", tokenizer_dir=mc_models["zh"]["model"] / "tokenizer")
+    with pytest.raises(ValueError, match="wrong tokenizer"):
+        export_saved_model(
+            mc_models["zh"]["model"], tmp_path / "x",
+            tokenizer_dir=mc_models["en"]["model"] / "tokenizer",
+        )
