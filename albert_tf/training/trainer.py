@@ -163,15 +163,20 @@ class PretrainingTrainer:
                 options.train_files, options.micro_batch_size, shuffle=True, repeat=True
             )
         )
+        # Keras keeps dropout's random state in SeedGenerator variables that
+        # a TF checkpoint of the model does not reach; without them a resumed
+        # run would draw other dropout masks than an uninterrupted one.
+        rng_states = [v for v in self.model.variables if v.path.endswith("seed_generator_state")]
         self.checkpoint = tf.train.Checkpoint(
-            model=self.model, optimizer=self.optimizer, iterator=self._train_iterator
+            model=self.model,
+            optimizer=self.optimizer,
+            iterator=self._train_iterator,
+            rng=rng_states,
         )
         self.manager = tf.train.CheckpointManager(
             self.checkpoint,
             self._checkpoint_dir(),
             max_to_keep=options.keep_checkpoint_max,
-            step_counter=self.optimizer.iterations,
-            checkpoint_interval=options.save_checkpoints_steps,
         )
         self._build_step_functions()
         # Only a run that could be set up claims the directory.
@@ -188,6 +193,9 @@ class PretrainingTrainer:
         # Non-chief workers must save too (the save is collective), but to a
         # scratch directory that is deleted afterwards.
         return os.path.join(self.options.model_dir, f"worker_{worker_index(self.strategy)}_scratch")
+
+    def _checkpoint_path(self, step: int) -> str:
+        return os.path.join(self._checkpoint_dir(), f"ckpt-{step}")
 
     def _run_record(self) -> dict[str, Any]:
         options = dataclasses.asdict(self.options)
@@ -447,7 +455,8 @@ class PretrainingTrainer:
             window_steps += 1
             step = self.step
             bar.update(1)
-            self.manager.save(checkpoint_number=step, check_interval=True)
+            if step % options.save_checkpoints_steps == 0:
+                self.manager.save(checkpoint_number=step)
             if step % options.log_every_steps == 0 or step == options.num_train_steps:
                 elapsed = time.perf_counter() - window_start
                 last = summarize(window)
@@ -469,7 +478,8 @@ class PretrainingTrainer:
             ):
                 self.evaluate(log=lambda *_: None)
         bar.close()
-        self.manager.save(checkpoint_number=self.step)
+        if self.manager.latest_checkpoint != self._checkpoint_path(self.step):
+            self.manager.save(checkpoint_number=self.step)
         self._cleanup_scratch()
         return last
 
