@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 # Official exclusions, matched against our variable paths.
@@ -77,6 +78,10 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         lr = ops.cast(learning_rate, variable.dtype)
+        if isinstance(gradient, tf.IndexedSlices):
+            # Embedding gradients arrive sparse; LAMB's trust ratio needs the
+            # whole update (and the V×E table is small at E=128).
+            gradient = tf.convert_to_tensor(gradient)
         gradient = ops.cast(gradient, variable.dtype)
         index = self._get_variable_index(variable)
         m, v = self._m[index], self._v[index]
