@@ -224,7 +224,26 @@ def main(argv: list[str]) -> None:
         return
     results = {}
     if eval_files:
+        from albert_tf.training.baselines import unigram_baseline
+
         results = trainer.evaluate()
+        results.update(
+            unigram_baseline(
+                train_files,
+                eval_files,
+                vocab_size=config.vocab_size,
+                special_ids=tokenizer.special_ids,
+                max_seq_length=options.max_seq_length,
+                max_predictions_per_seq=options.max_predictions_per_seq,
+                seed=options.seed,
+                max_batches=options.num_eval_steps,
+                batch_size=options.eval_batch_size,
+            )
+        )
+        print(
+            f"unigram baseline: MLM accuracy {results['unigram_mlm_accuracy']:.4f}, "
+            f"loss {results['unigram_mlm_loss']:.4f}"
+        )
         with open(os.path.join(model_dir, "eval_results.json"), "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)
     final = os.path.join(model_dir, "final")

@@ -432,7 +432,6 @@ class PretrainingTrainer:
         if start >= options.num_train_steps:
             log(f"already at step {start} >= num_train_steps={options.num_train_steps}")
             return {}
-        writer = self._summary_writer("train")
         bar = tqdm(
             total=options.num_train_steps,
             initial=start,
@@ -463,7 +462,7 @@ class PretrainingTrainer:
                 last["grad_norm"] = window["grad_norm"] / window_steps
                 last["examples_per_second"] = window_steps * options.train_batch_size / elapsed
                 last["learning_rate"] = float(self.optimizer.learning_rate)
-                self._write_scalars(writer, last, step)
+                self._write_scalars("train", last, step)
                 bar.set_postfix(
                     loss=f"{last.get('mlm_loss', 0) + last.get('sop_loss', 0):.3f}",
                     mlm_acc=f"{last.get('mlm_accuracy', 0):.3f}",
@@ -507,7 +506,7 @@ class PretrainingTrainer:
         results = summarize(totals)
         results["mlm_predictions"] = totals["mlm_count"]
         results["step"] = self.step
-        self._write_scalars(self._summary_writer("eval"), results, self.step)
+        self._write_scalars("eval", results, self.step)
         log("eval " + ", ".join(f"{k}={v:.4f}" for k, v in results.items()))
         return results
 
@@ -523,12 +522,19 @@ class PretrainingTrainer:
                 self._writers[name] = tf.summary.create_noop_writer()
         return self._writers[name]
 
-    @staticmethod
-    def _write_scalars(writer, values: dict[str, float], step: int) -> None:
+    def _write_scalars(self, split: str, values: dict[str, float], step: int) -> None:
+        """TensorBoard scalars, and a line of MODEL_DIR/metrics.jsonl (the
+        learning curve in a form any script can read)."""
+        writer = self._summary_writer(split)
         with writer.as_default(step=step):
             for k, v in values.items():
                 tf.summary.scalar(k, v)
         writer.flush()
+        if self.chief:
+            record = {"split": split, "step": step, **{k: float(v) for k, v in values.items()}}
+            path = os.path.join(self.options.model_dir, "metrics.jsonl")
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
 
     def _cleanup_scratch(self) -> None:
         if not self.chief:

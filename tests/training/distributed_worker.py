@@ -12,9 +12,7 @@ import tensorflow as tf
 strategy_name, out, train_files, tokenizer_dir, model_dir = sys.argv[1:6]
 if strategy_name == "mirrored2":
     cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * 2
-    )
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 elif strategy_name == "multi_worker":
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -26,17 +24,30 @@ from albert_tf.tokenizers import load_tokenizer  # noqa: E402
 from albert_tf.training.trainer import PretrainingOptions, PretrainingTrainer  # noqa: E402
 
 config = AlbertConfig(
-    vocab_size=load_tokenizer(tokenizer_dir).vocabulary_size, embedding_size=16,
-    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-    max_position_embeddings=32, classifier_dropout_prob=0.0,
+    vocab_size=load_tokenizer(tokenizer_dir).vocabulary_size,
+    embedding_size=16,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=32,
+    classifier_dropout_prob=0.0,
 )
 options = PretrainingOptions(
-    model_dir=model_dir, train_files=train_files, max_seq_length=32, train_batch_size=8,
-    num_train_steps=5, num_warmup_steps=1, learning_rate=0.01, progress_bar=False,
-    save_checkpoints_steps=1000, log_every_steps=1000,
+    model_dir=model_dir,
+    train_files=train_files,
+    max_seq_length=32,
+    train_batch_size=8,
+    num_train_steps=5,
+    num_warmup_steps=1,
+    learning_rate=0.01,
+    progress_bar=False,
+    save_checkpoints_steps=1000,
+    log_every_steps=1000,
 )
 trainer = PretrainingTrainer(config, options, strategy)
 trainer.train(log=lambda *_: None)
 assert trainer.step == 5, trainer.step
-np.savez(out, *[np.asarray(w) for w in trainer.model.weights],
-         replicas=strategy.num_replicas_in_sync)
+np.savez(
+    out, *[np.asarray(w) for w in trainer.model.weights], replicas=strategy.num_replicas_in_sync
+)

@@ -20,15 +20,27 @@ def _env(**extra):
 
 def _weights(path):
     with np.load(path) as f:
-        return [f[k] for k in sorted((k for k in f.files if k.startswith("arr_")),
-                                     key=lambda k: int(k[4:]))], int(f["replicas"])
+        return [
+            f[k]
+            for k in sorted((k for k in f.files if k.startswith("arr_")), key=lambda k: int(k[4:]))
+        ], int(f["replicas"])
 
 
 def _run(strategy, out, prepared, model_dir, env=None):
     return subprocess.Popen(
-        [sys.executable, WORKER, strategy, str(out), prepared.train_files,
-         prepared.tokenizer_dir, str(model_dir)],
-        env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            WORKER,
+            strategy,
+            str(out),
+            prepared.train_files,
+            prepared.tokenizer_dir,
+            str(model_dir),
+        ],
+        env=env or _env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -70,10 +82,15 @@ def test_two_workers_agree_and_equal_one_worker(prepared, single, tmp_path):
     processes = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        processes.append(_run(
-            "multi_worker", tmp_path / f"w{index}.npz", prepared, tmp_path / "model",
-            env=_env(TF_CONFIG=json.dumps(tf_config)),
-        ))
+        processes.append(
+            _run(
+                "multi_worker",
+                tmp_path / f"w{index}.npz",
+                prepared,
+                tmp_path / "model",
+                env=_env(TF_CONFIG=json.dumps(tf_config)),
+            )
+        )
     for process in processes:
         _wait(process)
     (w0, r0), (w1, r1) = _weights(tmp_path / "w0.npz"), _weights(tmp_path / "w1.npz")

@@ -7,8 +7,9 @@ import pytest
 from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
 
 
-def official_lamb(params, grads_per_step, lr, wd=0.01, b1=0.9, b2=0.999, eps=1e-6,
-                  excluded=(), adapt=True):
+def official_lamb(
+    params, grads_per_step, lr, wd=0.01, b1=0.9, b2=0.999, eps=1e-6, excluded=(), adapt=True
+):
     """google-research/albert lamb_optimizer.py, step by step, in NumPy."""
     params = {k: v.astype(np.float64).copy() for k, v in params.items()}
     m = {k: np.zeros_like(v) for k, v in params.items()}
@@ -42,8 +43,9 @@ def test_matches_official_update_rule(adapt):
     optimizer = AlbertOptimizer(learning_rate=0.01, layer_adaptation=adapt)
     for grads in steps:
         optimizer.apply([grads[k] for k in variables], list(variables.values()))
-    expected = official_lamb(init, steps, lr=0.01, adapt=adapt,
-                             excluded=("dense/bias", "layer_norm/gamma"))
+    expected = official_lamb(
+        init, steps, lr=0.01, adapt=adapt, excluded=("dense/bias", "layer_norm/gamma")
+    )
     for name, variable in variables.items():
         np.testing.assert_allclose(np.asarray(variable), expected[name], rtol=1e-5, atol=1e-6)
     # The kernel really moved, and by something else than plain Adam would.

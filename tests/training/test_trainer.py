@@ -37,12 +37,16 @@ def test_loss_falls_and_eval_reports_both_tasks(tmp_path, prepared, vocab):
 
 def test_gradient_accumulation_equals_one_big_batch(tmp_path, prepared, vocab):
     one = _train(tmp_path, prepared, vocab, "one", train_batch_size=8)
-    two = _train(tmp_path, prepared, vocab, "two", train_batch_size=8,
-                 gradient_accumulation_steps=2)
+    two = _train(
+        tmp_path, prepared, vocab, "two", train_batch_size=8, gradient_accumulation_steps=2
+    )
     diff = np.abs(flat_weights(one.model) - flat_weights(two.model)).max()
-    moved = np.abs(flat_weights(one.model) - flat_weights(
-        PretrainingTrainer(tiny_albert(vocab), tiny_options(tmp_path / "init", prepared)).model
-    )).max()
+    moved = np.abs(
+        flat_weights(one.model)
+        - flat_weights(
+            PretrainingTrainer(tiny_albert(vocab), tiny_options(tmp_path / "init", prepared)).model
+        )
+    ).max()
     assert moved > 1e-3  # training changed the weights ...
     assert diff < 1e-5, diff  # ... identically with and without accumulation
 
@@ -50,8 +54,7 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path, prepared, vocab):
 @pytest.mark.parametrize("precision", ["bfloat16", "float16"])
 def test_mixed_precision_tracks_float32(tmp_path, prepared, vocab, precision):
     fp32 = _train(tmp_path, prepared, vocab, "fp32", num_train_steps=15)
-    mixed = _train(tmp_path, prepared, vocab, precision, num_train_steps=15,
-                   precision=precision)
+    mixed = _train(tmp_path, prepared, vocab, precision, num_train_steps=15, precision=precision)
     a = fp32.evaluate(log=lambda *_: None)
     b = mixed.evaluate(log=lambda *_: None)
     assert mixed.model.backbone.dtype_policy.compute_dtype == precision
@@ -79,6 +82,7 @@ def test_batch_not_divisible_by_accumulation(tmp_path, prepared, vocab):
     with pytest.raises(ValueError, match="not divisible"):
         PretrainingTrainer(
             tiny_albert(vocab),
-            tiny_options(tmp_path / "x", prepared, train_batch_size=9,
-                         gradient_accumulation_steps=2),
+            tiny_options(
+                tmp_path / "x", prepared, train_batch_size=9, gradient_accumulation_steps=2
+            ),
         )

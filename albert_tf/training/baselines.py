@@ -1,0 +1,74 @@
+"""What a model must beat: the unigram baseline of masked-LM prediction.
+
+A model that ignores context and always predicts the most frequent training
+token gets the *unigram accuracy*; scoring every masked token by its training
+frequency gives the *unigram cross-entropy*. Both are measured on the same
+held-out masked positions the model is evaluated on.
+"""
+
+from __future__ import annotations
+
+import glob
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.data.pipeline import pretraining_dataset
+
+
+def token_counts(files: str, vocab_size: int, exclude: tuple[int, ...]) -> np.ndarray:
+    """Occurrences of every id in pretraining shards (specials zeroed)."""
+    counts = np.zeros(vocab_size, np.int64)
+    spec = {"token_ids": tf.io.RaggedFeature(tf.int64)}
+    dataset = tf.data.TFRecordDataset(sorted(glob.glob(files))).batch(1024)
+    for batch in dataset.map(lambda s: tf.io.parse_example(s, spec)["token_ids"].flat_values):
+        counts += np.bincount(batch.numpy(), minlength=vocab_size)[:vocab_size]
+    counts[list(exclude)] = 0
+    return counts
+
+
+def unigram_baseline(
+    train_files: str,
+    eval_files: str,
+    *,
+    vocab_size: int,
+    special_ids: tuple[int, ...],
+    max_seq_length: int,
+    max_predictions_per_seq: int | None = None,
+    seed: int = 12345,
+    max_batches: int = 0,
+    batch_size: int = 64,
+) -> dict[str, float]:
+    """Unigram accuracy and cross-entropy at the held-out masked positions.
+
+    Uses the evaluation's own masks (same files, seed and batch size as
+    `PretrainingTrainer.evaluate`), so the figures sit beside the model's.
+    """
+    counts = token_counts(train_files, vocab_size, special_ids)
+    probabilities = (counts + 1) / (counts.sum() + vocab_size)  # add-one smoothing
+    mode = int(np.argmax(counts))
+    dataset = pretraining_dataset(
+        eval_files,
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+        max_predictions_per_seq=max_predictions_per_seq,
+        seed=seed,
+        shuffle=False,
+        repeat=False,
+        drop_remainder=False,
+    )
+    hits = total = 0.0
+    nll = 0.0
+    for i, (_, labels) in enumerate(dataset):
+        if max_batches and i >= max_batches:
+            break
+        ids = labels["mask_ids"].numpy()
+        weights = labels["mask_weights"].numpy()
+        hits += float(((ids == mode) * weights).sum())
+        nll += float((-np.log(probabilities[ids]) * weights).sum())
+        total += float(weights.sum())
+    return {
+        "unigram_mlm_accuracy": hits / total,
+        "unigram_mlm_loss": nll / total,
+        "unigram_mode_id": mode,
+    }
