@@ -21,7 +21,7 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 class Tokenizer(tf.Module, abc.ABC):
     """Text → ids, in-graph.
 
-    Subclasses set the special-token ids and implement `tokenize`,
+    Subclasses set the special-token ids (``_pad_id`` ...) and implement `tokenize`,
     `detokenize`, `id_to_token`, `save` and `load`.
     """
 
@@ -32,25 +32,32 @@ class Tokenizer(tf.Module, abc.ABC):
     @abc.abstractmethod
     def vocabulary_size(self) -> int: ...
 
-    @property
-    @abc.abstractmethod
-    def pad_id(self) -> int: ...
+    # Subclasses set _pad_id, _unk_id, _cls_id, _sep_id and _mask_id.
+    _pad_id: int
+    _unk_id: int
+    _cls_id: int
+    _sep_id: int
+    _mask_id: int
 
     @property
-    @abc.abstractmethod
-    def unk_id(self) -> int: ...
+    def pad_id(self) -> int:
+        return self._pad_id
 
     @property
-    @abc.abstractmethod
-    def cls_id(self) -> int: ...
+    def unk_id(self) -> int:
+        return self._unk_id
 
     @property
-    @abc.abstractmethod
-    def sep_id(self) -> int: ...
+    def cls_id(self) -> int:
+        return self._cls_id
 
     @property
-    @abc.abstractmethod
-    def mask_id(self) -> int: ...
+    def sep_id(self) -> int:
+        return self._sep_id
+
+    @property
+    def mask_id(self) -> int:
+        return self._mask_id
 
     @property
     def special_ids(self) -> tuple[int, ...]:

@@ -194,26 +194,6 @@ class SentencePieceTokenizer(Tokenizer):
         return len(self._pieces)
 
     @property
-    def pad_id(self) -> int:
-        return self._pad_id
-
-    @property
-    def unk_id(self) -> int:
-        return self._unk_id
-
-    @property
-    def cls_id(self) -> int:
-        return self._cls_id
-
-    @property
-    def sep_id(self) -> int:
-        return self._sep_id
-
-    @property
-    def mask_id(self) -> int:
-        return self._mask_id
-
-    @property
     def vocabulary(self) -> list[str]:
         """All pieces, in id order (Python list; not part of the graph)."""
         return list(self._pieces)
