@@ -7,6 +7,14 @@ import pytest
 
 MODULES = [
     "albert_tf.config",
+    "albert_tf.data",
+    "albert_tf.data.corpus",
+    "albert_tf.data.tfds_corpus",
+    "albert_tf.data.masking",
+    "albert_tf.data.pretraining",
+    "albert_tf.data.pipeline",
+    "albert_tf.data.chinese_wwm",
+    "albert_tf.training.optimization",
     "albert_tf.layers.factorized_embedding",
     "albert_tf.layers.transformer_layer",
     "albert_tf.layers.encoder",
