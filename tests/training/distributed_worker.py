@@ -19,20 +19,13 @@ elif strategy_name == "multi_worker":
 else:
     strategy = tf.distribute.get_strategy()
 
-from albert_tf.config import AlbertConfig  # noqa: E402
+sys.path.insert(0, __file__.rsplit("/", 2)[0])  # tests/, for training_utils
+from training_utils import tiny_albert  # noqa: E402
+
 from albert_tf.tokenizers import load_tokenizer  # noqa: E402
 from albert_tf.training.trainer import PretrainingOptions, PretrainingTrainer  # noqa: E402
 
-config = AlbertConfig(
-    vocab_size=load_tokenizer(tokenizer_dir).vocabulary_size,
-    embedding_size=16,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=32,
-    classifier_dropout_prob=0.0,
-)
+config = tiny_albert(load_tokenizer(tokenizer_dir).vocabulary_size)
 options = PretrainingOptions(
     model_dir=model_dir,
     train_files=train_files,
