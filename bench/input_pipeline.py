@@ -8,6 +8,7 @@ continuation pieces (like English SentencePiece). Writes
 
     python bench/input_pipeline.py            # both lengths
     python bench/input_pipeline.py --seq_lengths=128 --num_batches=50
+    python bench/input_pipeline.py --no-training_step   # pipeline only
 
 `compare_with_training_step` is the hook for the model's pretraining step:
 it times a train step fed by the pipeline against the same step on one
@@ -151,11 +152,46 @@ def compare_with_training_step(
     }
 
 
+def training_consumption(
+    seq_length: int, batch_size: int, num_steps: int = 3, num_examples: int = 400
+) -> dict[str, float]:
+    """Examples/second an ALBERT-base pretraining step (MLM over the masked
+    positions + SOP, LAMB, fp32) consumes, through the real trainer."""
+    from albert_tf.presets import get_preset
+    from albert_tf.training.trainer import PretrainingOptions, PretrainingTrainer
+
+    with tempfile.TemporaryDirectory() as d:
+        pattern = write_synthetic_shards(d, seq_length, num_examples)
+        synthetic_vocab().save(d)  # the trainer reads masking_vocab.json
+        options = PretrainingOptions(
+            model_dir=os.path.join(d, "model"),
+            train_files=pattern,
+            max_seq_length=seq_length,
+            train_batch_size=batch_size,
+            num_train_steps=1000,
+            num_warmup_steps=10,
+            progress_bar=False,
+        )
+        trainer = PretrainingTrainer(get_preset("albert_base_v2"), options)
+        trainer._train_one_step()  # trace
+        start = time.perf_counter()
+        for _ in range(num_steps):
+            trainer._train_one_step()
+        seconds = (time.perf_counter() - start) / num_steps
+    return {"seconds_per_step": round(seconds, 3), "examples_per_second": batch_size / seconds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seq_lengths", default="128,512")
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--num_batches", type=int, default=100)
+    parser.add_argument(
+        "--training_step",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time an ALBERT-base pretraining step (what the pipeline must feed)",
+    )
     parser.add_argument("--output", default=os.path.join(RESULTS, "input_pipeline.json"))
     args = parser.parse_args()
     results = benchmark_input_pipeline(
@@ -163,6 +199,19 @@ def main() -> None:
         batch_size=args.batch_size,
         num_batches=args.num_batches,
     )
+    if args.training_step:
+        # ALBERT-base batches that fit a CPU step in seconds; consumption is
+        # examples/s, so the batch size matters little.
+        for seq_length, batch in ((128, 16), (512, 4)):
+            key = str(seq_length)
+            if key not in results["results"]:
+                continue
+            step = training_consumption(seq_length, batch)
+            entry = results["results"][key]
+            entry["albert_base_training_step"] = {"batch_size": batch, **step}
+            entry["pipeline_over_training_step"] = round(
+                entry["examples_per_second"] / step["examples_per_second"], 1
+            )
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
     with open(args.output, "w") as fh:
         json.dump(results, fh, indent=2)
