@@ -22,6 +22,13 @@ from albert_tf.data.multiple_choice import (
 )
 from albert_tf.tokenizers import load_tokenizer
 
+CLASSIC_OPTIONS = [
+    "成都动物园里的大熊猫人人都想摸一下.",
+    "他们主要负责AI算法的研究和落地.",
+    "我没吃上吉士果.",
+    "你吃饭了吗?",
+]
+
 
 @pytest.fixture(scope="module")
 def tok_en(mc_models):
@@ -62,7 +69,13 @@ def test_reads_jsonl_gz_race_and_c3_and_counts_bad_input(tmp_path):
     c3 = [
         [
             ["男：你好。", "女：你好！"],
-            [{"question": "他们在做什么？", "choice": ["打招呼", "吃饭", "睡觉"], "answer": "打招呼"}],
+            [
+                {
+                    "question": "他们在做什么？",
+                    "choice": ["打招呼", "吃饭", "睡觉"],
+                    "answer": "打招呼",
+                }
+            ],
             "c3-1",
         ]
     ]
@@ -115,7 +128,12 @@ def test_packing_matches_run_race_reference(lang, tok_en, tok_zh):
     options = [
         ["walk", "swim to the other side of the wide river", "", ""],
         ["only option", "", "", ""],
-        ["成都动物园里的大熊猫人人都想摸一下.", "他们主要负责AI算法的研究和落地.", "我没吃上吉士果.", "你吃饭了吗?"],
+        [
+            "成都动物园里的大熊猫人人都想摸一下.",
+            "他们主要负责AI算法的研究和落地.",
+            "我没吃上吉士果.",
+            "你吃饭了吗?",
+        ],
         ["a", "b", "c", "d " * 50],
     ]
     seq, qa = 48, 16
@@ -149,9 +167,7 @@ def test_packing_matches_run_race_reference(lang, tok_en, tok_zh):
 
 def test_packing_rejects_impossible_lengths(tok_en):
     with pytest.raises(ValueError, match="max_qa_length"):
-        pack_multiple_choice(
-            tok_en, ["c"], ["q"], [["a", "b"]], max_seq_length=10, max_qa_length=8
-        )
+        pack_multiple_choice(tok_en, ["c"], ["q"], [["a", "b"]], max_seq_length=10, max_qa_length=8)
 
 
 def test_batches_mix_option_counts_and_pad_to_longest(tok_en):
@@ -159,12 +175,14 @@ def test_batches_mix_option_counts_and_pad_to_longest(tok_en):
 
     items = [
         MultipleChoiceExample("1", "Short.", "", ["a", "b"], 1),
-        MultipleChoiceExample("2", "A much longer context " * 5, "Q?", ["a", "b", "c", "d", "e"], 4),
+        MultipleChoiceExample(
+            "2", "A much longer context " * 5, "Q?", ["a", "b", "c", "d", "e"], 4
+        ),
         MultipleChoiceExample("3", "Mid length context.", "", ["x", "y", "z"], 0),
     ]
     encoded = encode_multiple_choice(items, tok_en, max_seq_length=64, max_qa_length=16)
     assert [e["token_ids"].shape[0] for e in encoded] == [2, 5, 3]
-    (features, labels), = multiple_choice_batches(encoded, 3)
+    ((features, labels),) = multiple_choice_batches(encoded, 3)
     assert features["token_ids"].shape == (3, 5, max(e["token_ids"].shape[1] for e in encoded))
     assert labels.tolist() == [1, 4, 0]
     assert features["padding_mask"][0, 2:].sum() == 0  # absent options, not filler text
@@ -175,8 +193,10 @@ def test_batches_mix_option_counts_and_pad_to_longest(tok_en):
 def test_split_is_deterministic_and_disjoint():
     docs = [[f"Doc {d} sentence {s}." for s in range(6)] for d in range(30)]
     items = next_sentence_items(docs, num_options=4, seed=1)
-    assert all(i.options[i.label] == docs[int(i.id.split("-")[1])][int(i.id.split("-")[2]) + 1]
-               for i in items)
+    assert all(
+        i.options[i.label] == docs[int(i.id.split("-")[1])][int(i.id.split("-")[2]) + 1]
+        for i in items
+    )
     a = split_examples(items, [0.8, 0.1, 0.1])
     b = split_examples(list(reversed(items)), [0.8, 0.1, 0.1])
     assert [sorted(i.id for i in s) for s in a] == [sorted(i.id for i in s) for s in b]

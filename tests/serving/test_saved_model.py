@@ -41,7 +41,12 @@ CASES = {
             "context": ["算法组的成员们精通各种AI算法.", "今天下雨了。"],
             "question": ["", "我们应该带什么？"],
             "options": [
-                ["成都动物园里的大熊猫人人都想摸一下.", "他们主要负责AI算法的研究和落地.", "我没吃上吉士果.", "你吃饭了吗?"],
+                [
+                    "成都动物园里的大熊猫人人都想摸一下.",
+                    "他们主要负责AI算法的研究和落地.",
+                    "我没吃上吉士果.",
+                    "你吃饭了吗?",
+                ],
                 ["雨伞", "冰淇淋", "", ""],
             ],
         },
@@ -243,9 +248,12 @@ def test_export_layout_versions_and_errors(mc_models, tmp_path):
             mc_models["zh"]["model"], tmp_path / "x", tokenizer_dir=tmp_path / "missing"
         )
     with pytest.raises(FileNotFoundError, match="not an albert_tf model directory"):
-        export_saved_model(tmp_path, tmp_path / "x", tokenizer_dir=mc_models["zh"]["model"] / "tokenizer")
+        export_saved_model(
+            tmp_path, tmp_path / "x", tokenizer_dir=mc_models["zh"]["model"] / "tokenizer"
+        )
     with pytest.raises(ValueError, match="wrong tokenizer"):
         export_saved_model(
-            mc_models["zh"]["model"], tmp_path / "x",
+            mc_models["zh"]["model"],
+            tmp_path / "x",
             tokenizer_dir=mc_models["en"]["model"] / "tokenizer",
         )

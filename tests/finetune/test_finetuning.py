@@ -1,0 +1,120 @@
+"""MultipleChoiceTrainer learns a learnable task, keeps its best checkpoint,
+stops early, and the checkpoint exports with its fine-tuning settings."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import keras
+
+import albert_tf
+from albert_tf.data.multiple_choice import MultipleChoiceExample
+from albert_tf.tokenizers import load_tokenizer
+from albert_tf.training.finetuning import MultipleChoiceTrainer
+
+WORDS = ["river", "house", "bread", "music", "winter", "garden", "letter", "money", "people"]
+
+
+def _items(n: int, seed: int) -> list[MultipleChoiceExample]:
+    # The answer is always the option that repeats a word of the context;
+    # items have 2 to 5 options, mixed within batches.
+    rng = random.Random(seed)
+    items = []
+    for i in range(n):
+        words = rng.sample(WORDS, 6)
+        count = rng.randint(2, 5)
+        label = rng.randrange(count)
+        options = [f"the {w}" for w in words[1 : count + 1]]
+        options[label] = f"the {words[0]}"
+        items.append(
+            MultipleChoiceExample(str(i), f"We talk about the {words[0]}.", "", options, label)
+        )
+    return items
+
+
+def test_trainer_learns_keeps_best_and_stops_early(mc_models, tmp_path):
+    tokenizer = load_tokenizer(mc_models["en"]["model"] / "tokenizer")
+    keras.utils.set_random_seed(0)
+    config = albert_tf.AlbertConfig(
+        vocab_size=tokenizer.vocabulary_size,
+        embedding_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    model = albert_tf.AlbertMultipleChoice.from_albert_config(config)
+    trainer = MultipleChoiceTrainer(
+        model,
+        tokenizer,
+        output_dir=tmp_path / "run",
+        max_seq_length=32,
+        max_qa_length=8,
+        batch_size=16,
+        learning_rate=2e-3,
+        num_train_steps=120,
+        eval_every=20,
+        patience=3,
+        progress=False,
+        language="en",
+    )
+    result = trainer.fit(_items(480, 0), _items(96, 1))
+    # chance is about 0.33 (2 to 5 options); a learning model gets well above it
+    assert result["best_accuracy"] > 0.6, result["history"]
+    best = tmp_path / "run" / "best"
+    settings = json.loads((best / "finetune.json").read_text())
+    assert settings["max_seq_length"] == 32 and settings["metrics"]["step"] == result["best_step"]
+    assert len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == len(
+        result["history"]
+    )
+    # The best checkpoint reloads to the same dev accuracy.
+    reloaded = MultipleChoiceTrainer(
+        albert_tf.load_multiple_choice(best),
+        load_tokenizer(best / "tokenizer"),
+        output_dir=tmp_path / "eval",
+        max_seq_length=32,
+        max_qa_length=8,
+        progress=False,
+    )
+    assert reloaded.evaluate(_items(96, 1))["accuracy"] == result["best_accuracy"]
+
+    # With a zero learning rate nothing improves after the first evaluation.
+    frozen = MultipleChoiceTrainer(
+        model,
+        tokenizer,
+        output_dir=tmp_path / "frozen",
+        max_seq_length=32,
+        max_qa_length=8,
+        batch_size=16,
+        learning_rate=0.0,
+        num_train_steps=200,
+        eval_every=5,
+        patience=2,
+        progress=False,
+    )
+    stopped = frozen.fit(_items(64, 2), _items(32, 3))
+    assert stopped["stopped_early"] and stopped["steps"] == 15
+
+
+def test_trainer_rejects_wrong_tokenizer_and_lengths(mc_models, tmp_path):
+    import pytest
+
+    model = albert_tf.load_multiple_choice(mc_models["en"]["model"])
+    with pytest.raises(ValueError, match="wrong tokenizer"):
+        MultipleChoiceTrainer(
+            model,
+            load_tokenizer(mc_models["zh"]["model"] / "tokenizer"),
+            output_dir=tmp_path,
+            max_seq_length=32,
+        )
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        MultipleChoiceTrainer(
+            model,
+            load_tokenizer(mc_models["en"]["model"] / "tokenizer"),
+            output_dir=tmp_path,
+            max_seq_length=1024,
+        )
