@@ -177,8 +177,10 @@ def test_app_renders_and_answers_in_headless_chromium(mc_models, tmp_path):
                 time.sleep(1)
             time.sleep(1)  # let the chart finish drawing before the screenshot
             shot = call("Page.captureScreenshot", format="png")
-        screenshot = Path(__file__).parent / "screenshots" / "multiple_choice_app.png"
-        screenshot.parent.mkdir(exist_ok=True)
+        # Saved where ALBERT_SCREENSHOT_DIR says (CI artefacts), else in pytest's tmp dir.
+        folder = Path(os.environ.get("ALBERT_SCREENSHOT_DIR", tmp_path))
+        folder.mkdir(parents=True, exist_ok=True)
+        screenshot = folder / "multiple_choice_app.png"
         screenshot.write_bytes(base64.b64decode(shot["data"]))
         (tmp_path / "page.txt").write_text(text)
         assert "ALBERT multiple choice" in text
