@@ -142,8 +142,7 @@ class MultipleChoiceTrainer:
                     tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
                 )
             variables = model.trainable_variables
-            # Embedding gradients arrive as IndexedSlices; AlbertOptimizer takes dense ones.
-            grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+            grads = tape.gradient(loss, variables)  # AlbertOptimizer densifies sparse ones
             grads, _ = tf.clip_by_global_norm(grads, 1.0)  # as the official optimizer
             optimizer.apply(grads, variables)
             correct = tf.reduce_sum(
