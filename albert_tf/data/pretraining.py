@@ -30,6 +30,8 @@ Differences from the reference, on purpose:
 from __future__ import annotations
 
 import collections
+import concurrent.futures
+import concurrent.futures.process
 import dataclasses
 import glob
 import json
@@ -37,6 +39,7 @@ import multiprocessing as mp
 import os
 import random
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 
@@ -618,30 +621,43 @@ def _run_tasks(
                 summary.merge(_process_task(task, opts, progress=docs_bar.update))
                 inputs_bar.update()
             return
-        # spawn: TensorFlow's runtime does not survive fork().
+        # spawn: TensorFlow's runtime does not survive fork(). An executor
+        # rather than multiprocessing.Pool: when a worker dies (killed, out of
+        # memory, or a spawned child that cannot re-import the parent's
+        # __main__), Pool silently starts another and waits forever; the
+        # executor fails every pending task with BrokenProcessPool.
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()
-        with ctx.Pool(
-            min(num_workers, len(tasks)), initializer=_init_worker, initargs=(queue,)
+        with concurrent.futures.ProcessPoolExecutor(
+            min(num_workers, len(tasks)),
+            mp_context=ctx,
+            initializer=_init_worker,
+            initargs=(queue,),
         ) as pool:
-            results = [pool.apply_async(_process_task, (t, opts)) for t in tasks]
-            pending = list(range(len(results)))
+            pending = {pool.submit(_process_task, t, opts) for t in tasks}
             while pending:
+                done, pending = concurrent.futures.wait(pending, timeout=0.1)
                 _drain_queue(queue, docs_bar)
-                still = []
-                for i in pending:
-                    if results[i].ready():
-                        summary.merge(results[i].get())  # re-raises worker errors
-                        inputs_bar.update()
-                    else:
-                        still.append(i)
-                pending = still
-                if pending:
-                    time.sleep(0.1)
+                for future in done:
+                    try:
+                        summary.merge(future.result())  # re-raises worker errors
+                    except concurrent.futures.process.BrokenProcessPool as e:
+                        raise RuntimeError(
+                            "A data-writing worker process died before finishing its "
+                            "input (killed, out of memory, or unable to start: spawned "
+                            f"workers re-import the program's __main__ module, "
+                            f"{_main_file()!r}). Run with num_workers=1 "
+                            "(--num_workers=1) to write in this process."
+                        ) from e
+                    inputs_bar.update()
             _drain_queue(queue, docs_bar)
     finally:
         docs_bar.close()
         inputs_bar.close()
+
+
+def _main_file() -> str | None:
+    return getattr(sys.modules.get("__main__"), "__file__", None)
 
 
 def _drain_queue(queue, bar) -> None:

@@ -72,6 +72,33 @@ def test_sentencepiece_parallel_writer_and_pipeline(spm_dir, tmp_path):
     assert (~tok.word_start_mask()).sum() > 50
 
 
+@pytest.mark.timeout(300)
+def test_dead_worker_is_an_error_not_a_hang(spm_dir, tmp_path, monkeypatch):
+    """A spawned worker re-imports the parent's __main__; when that fails (as
+    after Streamlit's AppTest, which leaves its script there) the worker dies.
+    multiprocessing.Pool would start another forever; we must fail instead."""
+    import types
+
+    script = tmp_path / "unimportable_main.py"
+    script.write_text("raise SystemExit(3)\n")
+    fake_main = types.ModuleType("__main__")
+    fake_main.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", fake_main)
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(open(sample_path("en"), "rb").read())  # noqa: SIM115
+    with pytest.raises(RuntimeError, match="worker process died.*num_workers=1"):
+        write_pretraining_data(
+            tokenizer=spm_dir,
+            output_dir=str(tmp_path / "shards"),
+            inputs=[sample_path("en"), str(copy)],  # two inputs, two workers
+            max_seq_length=64,
+            num_shards=1,
+            num_workers=2,
+            show_progress=False,
+            log=None,
+        )
+
+
 def test_wordpiece_chinese(tmp_path):
     docs = list(read_documents(sample_path("zh")))[:40]
     chars = sorted({c for d in docs for s in d for c in s.lower() if not c.isspace()})
