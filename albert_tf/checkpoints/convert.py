@@ -38,9 +38,7 @@ class Converted:
     def fresh(self) -> list[str]:
         """Components the source lacks, which keep their initialisation."""
         wanted = ["pooler"] + (
-            ["multiple_choice_head"]
-            if self.task == "multiple_choice"
-            else ["mlm_head", "sop_head"]
+            ["multiple_choice_head"] if self.task == "multiple_choice" else ["mlm_head", "sop_head"]
         )
         has_pooler = any(n.startswith(POOLER) for n in self.arrays)
         present = set(self.heads) | ({"pooler"} if has_pooler else set())
