@@ -16,6 +16,7 @@ MODULES = [
     "albert_tf.data.chinese_wwm",
     "albert_tf.training.optimization",
     "albert_tf.layers.factorized_embedding",
+    "albert_tf.layers.attention",
     "albert_tf.layers.transformer_layer",
     "albert_tf.layers.encoder",
     "albert_tf.models.backbone",

@@ -8,6 +8,7 @@ from typing import Any
 import keras
 import keras_hub
 
+from albert_tf.layers.attention import AlbertAttention
 
 class AlbertTransformerLayer(keras_hub.layers.TransformerEncoder):
     """A post-LayerNorm transformer layer whose sublayers may be shared.
@@ -99,7 +100,7 @@ class AlbertTransformerLayer(keras_hub.layers.TransformerEncoder):
             self._self_attention_layer = donor._self_attention_layer
             self._self_attention_layer_norm = donor._self_attention_layer_norm
         else:
-            self._self_attention_layer = keras.layers.MultiHeadAttention(
+            self._self_attention_layer = AlbertAttention(
                 num_heads=self.num_heads,
                 key_dim=hidden_dim // self.num_heads,
                 dropout=self.attention_dropout,

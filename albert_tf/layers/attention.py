@@ -1,0 +1,118 @@
+"""Self-attention computed with plain 2-D and batched matmuls."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import ops
+
+
+class AlbertAttention(keras.layers.MultiHeadAttention):
+    """`keras.layers.MultiHeadAttention` with a faster self-attention path.
+
+    The weights are the parent's, unchanged (``query``, ``key``, ``value``
+    kernels [H, heads, head_dim] with biases [heads, head_dim];
+    ``attention_output`` kernel [heads, head_dim, H]), so checkpoints and the
+    conversion table do not depend on which path runs. What changes is the
+    arithmetic of self-attention (query is value, no key):
+
+    * Q, K and V come from one [B·S, H] × [H, 3H] matmul instead of three
+      einsums. On CPU, TensorFlow lowers the ``abc,cde->abde`` einsum to a
+      broadcasting batch matmul whose kernel gradient is a per-example product
+      followed by a sum over the batch; a 2-D matmul's gradient is one matmul.
+    * Scores and the weighted sum are batch matmuls over [B, heads, S, ·]
+      with no broadcasting; softmax runs in float32 (as autocast does), so
+      bfloat16 scores cannot overflow the masked entries.
+    * The output projection is one [B·S, H] × [H, H] matmul.
+
+    Anything else (cross-attention, a separate key, attention scores
+    requested, causal masks, value_dim or output_shape set) goes through the
+    parent's implementation.
+
+    Example:
+        >>> import numpy as np
+        >>> layer = AlbertAttention(num_heads=2, key_dim=4)
+        >>> x = np.random.RandomState(0).randn(1, 3, 8).astype("float32")
+        >>> fast = layer(query=x, value=x)
+        >>> slow = keras.layers.MultiHeadAttention.call(layer, query=x, value=x)
+        >>> bool(np.allclose(fast, slow, atol=1e-6))
+        True
+    """
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        if (
+            key is not None
+            or query is not value
+            or return_attention_scores
+            or use_causal_mask
+            or query_mask is not None
+            or value_mask is not None
+            or key_mask is not None
+            or self._value_dim != self._key_dim
+            or self._output_shape is not None
+        ):
+            return super().call(
+                query,
+                value,
+                key=key,
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+                use_causal_mask=use_causal_mask,
+            )
+        return self._self_attention(query, attention_mask, training)
+
+    def _self_attention(self, x, attention_mask, training):
+        heads, head_dim = self.num_heads, self.key_dim
+        width = heads * head_dim
+        batch, seq, hidden = ops.shape(x)[0], ops.shape(x)[1], x.shape[-1]
+        dtype = self.compute_dtype
+
+        def kernel(dense, shape):
+            return ops.reshape(ops.cast(dense.kernel, dtype), shape)
+
+        def bias(dense, shape):
+            return ops.reshape(ops.cast(dense.bias, dtype), shape)
+
+        projections = (self._query_dense, self._key_dense, self._value_dense)
+        w_qkv = ops.concatenate([kernel(d, (hidden, width)) for d in projections], axis=1)
+        b_qkv = ops.concatenate([bias(d, (width,)) for d in projections], axis=0)
+        qkv = ops.matmul(ops.reshape(x, (-1, hidden)), w_qkv) + b_qkv  # [B·S, 3·N·D]
+        qkv = ops.reshape(qkv, (batch, seq, 3, heads, head_dim))
+        qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # [3, B, N, S, D]
+        # Unstack, not indexing: the gradient of three slices is three
+        # zero-padded copies of qkv and their sum; of an unstack, one stack.
+        q, k, v = ops.unstack(qkv, num=3, axis=0)
+
+        q = q * ops.cast(1.0 / math.sqrt(head_dim), dtype)
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, S, S]
+        scores = ops.cast(scores, "float32")
+        if attention_mask is not None:
+            # [B, S, S] (query, key), True where attending is allowed.
+            allowed = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)
+            scores = ops.where(allowed, scores, ops.full_like(scores, -1e9))
+        probs = ops.cast(ops.softmax(scores, axis=-1), dtype)
+        probs = self._dropout_layer(probs, training=training)
+        context = ops.matmul(probs, v)  # [B, N, S, D]
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, width))
+
+        out_dense = self._output_dense
+        w_out = kernel(out_dense, (width, out_dense.kernel.shape[-1]))
+        out = ops.matmul(context, w_out) + ops.cast(out_dense.bias, dtype)  # [B·S, H]
+        return ops.reshape(out, (batch, seq, -1))
