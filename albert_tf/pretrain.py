@@ -91,9 +91,11 @@ flags.DEFINE_float("weight_decay_rate", 0.01, "Weight decay (not on LayerNorm or
 flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping.")
 flags.DEFINE_enum(
     "precision",
-    "float32",
+    "auto",
     list(PRECISIONS),
-    "bfloat16 (CPU/TPU) or float16 (GPU, with loss scaling) mixed precision.",
+    "float32, or mixed precision: bfloat16 (CPU/TPU) or float16 (GPU, with loss "
+    "scaling). auto: bfloat16 on TPUs and on CPUs with bf16 instructions "
+    "(avx512_bf16, AMX), else float32.",
 )
 flags.DEFINE_bool("jit_compile", False, "XLA-compile the model's forward and backward pass.")
 flags.DEFINE_integer("seed", 12345, "Seed of data order, masks and initialisation.")

@@ -15,6 +15,7 @@ MODULES = [
     "albert_tf.data.pipeline",
     "albert_tf.data.chinese_wwm",
     "albert_tf.training.optimization",
+    "albert_tf.training.precision",
     "albert_tf.layers.factorized_embedding",
     "albert_tf.layers.attention",
     "albert_tf.layers.transformer_layer",

@@ -39,6 +39,9 @@ def tiny_options(model_dir, prepared, **overrides):
         log_every_steps=1000,
         num_eval_steps=0,
         progress_bar=False,
+        # Exact-equality tests (accumulation, distribution, resume) need it;
+        # "auto" would pick bfloat16 on CPUs with bf16 instructions.
+        precision="float32",
     )
     fields.update(overrides)
     return PretrainingOptions(**fields)

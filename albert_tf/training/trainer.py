@@ -39,10 +39,11 @@ from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
 from albert_tf.training.losses import masked_lm_sums, sentence_order_sums, summarize
 from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
+from albert_tf.training.precision import resolve_precision
 from albert_tf.training.strategies import is_chief, worker_index
 
 SENTENCE_TASKS = ("sop", "nsp", "none")
-PRECISIONS = ("float32", "bfloat16", "float16")
+PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 RUN_FILE = "pretraining_run.json"
 
 
@@ -65,7 +66,7 @@ class PretrainingOptions:
     clip_norm: float = 1.0
     gradient_accumulation_steps: int = 1
     sentence_task: str = "sop"
-    precision: str = "float32"
+    precision: str = "auto"
     jit_compile: bool = False
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 5
@@ -121,10 +122,17 @@ class PretrainingTrainer:
         strategy: tf.distribute.Strategy | None = None,
     ):
         self.config = config
-        self.options = options
         self.strategy = strategy or tf.distribute.get_strategy()
         self.num_replicas = self.strategy.num_replicas_in_sync
         options.validate(self.num_replicas)
+        # "auto" resumes in the precision the run started with (the record
+        # holds the resolved one), whatever machine it resumes on.
+        recorded = self._recorded_options(options.model_dir).get("precision")
+        if options.precision == "auto" and recorded:
+            precision = recorded
+        else:
+            precision = resolve_precision(options.precision, self.strategy)
+        self.options = options = dataclasses.replace(options, precision=precision)
         self.chief = is_chief(self.strategy)
         self._check_run_compatible()
         keras.utils.set_random_seed(options.seed)
@@ -214,6 +222,14 @@ class PretrainingTrainer:
         ):
             options.pop(key)
         return {"albert_config": self.config.to_hf_dict(), "options": options}
+
+    @staticmethod
+    def _recorded_options(model_dir: str) -> dict[str, Any]:
+        path = os.path.join(model_dir, RUN_FILE)
+        if not os.path.exists(path):
+            return {}
+        with open(path, encoding="utf-8") as f:
+            return json.load(f).get("options", {})
 
     def _check_run_compatible(self) -> None:
         """Refuses to resume a checkpoint written for another model or recipe."""

@@ -17,3 +17,10 @@ def prepared(tmp_path_factory):
         num_shards=2,
         log=lambda *_: None,
     )
+
+
+@pytest.fixture(scope="session")
+def vocab(prepared):
+    from albert_tf.tokenizers import load_tokenizer
+
+    return load_tokenizer(prepared.tokenizer_dir).vocabulary_size

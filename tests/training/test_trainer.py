@@ -4,13 +4,7 @@ import numpy as np
 import pytest
 from training_utils import flat_weights, tiny_albert, tiny_options
 
-from albert_tf.tokenizers import load_tokenizer
 from albert_tf.training.trainer import PretrainingTrainer
-
-
-@pytest.fixture(scope="module")
-def vocab(prepared):
-    return load_tokenizer(prepared.tokenizer_dir).vocabulary_size
 
 
 def _train(tmp_path, prepared, vocab, name, config_overrides=None, **options):
