@@ -10,6 +10,7 @@ import keras_hub
 
 from albert_tf.layers.attention import AlbertAttention
 
+
 class AlbertTransformerLayer(keras_hub.layers.TransformerEncoder):
     """A post-LayerNorm transformer layer whose sublayers may be shared.
 
