@@ -106,7 +106,7 @@ class AlbertAttention(keras.layers.MultiHeadAttention):
         if attention_mask is not None:
             # [B, S, S] (query, key), True where attending is allowed.
             allowed = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)
-            scores = ops.where(allowed, scores, ops.full_like(scores, -1e9))
+            scores = ops.where(allowed, scores, -1e9)  # a scalar: no [B, N, S, S] fill
         probs = ops.cast(ops.softmax(scores, axis=-1), dtype)
         probs = self._dropout_layer(probs, training=training)
         context = ops.matmul(probs, v)  # [B, N, S, D]
