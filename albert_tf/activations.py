@@ -11,12 +11,40 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import keras
+import tensorflow as tf
+
+_SQRT_2_OVER_PI = 0.7978845608028654
+_CUBIC = 0.044715
+
+
+@tf.custom_gradient
+def _gelu_tanh(x):
+    # Written out with its derivative so that the backward pass reuses the
+    # forward's tanh and x²: about half the elementwise passes of autodiff
+    # through tf.nn.gelu, which matter on CPU where each is a trip to memory.
+    x2 = tf.square(x)
+    t = tf.tanh(x * (_SQRT_2_OVER_PI + (_SQRT_2_OVER_PI * _CUBIC) * x2))
+    half_x = 0.5 * x
+
+    def grad(dy):
+        # d/dx 0.5·x·(1 + t) = 0.5·(1 + t) + 0.5·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²)
+        slope = _SQRT_2_OVER_PI + (3.0 * _SQRT_2_OVER_PI * _CUBIC) * x2
+        return dy * (0.5 + 0.5 * t + half_x * (1.0 - tf.square(t)) * slope)
+
+    return half_x + half_x * t, grad
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 def gelu_new(x):
-    """GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
-    return keras.activations.gelu(x, approximate=True)
+    """GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+
+    >>> import numpy as np
+    >>> x = np.linspace(-4, 4, 9).astype("float32")
+    >>> ref = keras.activations.gelu(x, approximate=True)
+    >>> bool(np.allclose(gelu_new(x), ref, atol=1e-6))
+    True
+    """
+    return _gelu_tanh(tf.convert_to_tensor(x))
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

@@ -6,6 +6,7 @@ import importlib
 import pytest
 
 MODULES = [
+    "albert_tf.activations",
     "albert_tf.config",
     "albert_tf.data",
     "albert_tf.data.corpus",

@@ -90,9 +90,22 @@ class AlbertAttention(keras.layers.MultiHeadAttention):
         def bias(dense, shape):
             return ops.reshape(ops.cast(dense.bias, dtype), shape)
 
-        projections = (self._query_dense, self._key_dense, self._value_dense)
-        w_qkv = ops.concatenate([kernel(d, (hidden, width)) for d in projections], axis=1)
-        b_qkv = ops.concatenate([bias(d, (width,)) for d in projections], axis=0)
+        # 1/√head_dim is folded into the query's weights ([H, H], not
+        # [B, heads, S, head_dim] activations); exact for head_dim 64.
+        scale = ops.cast(1.0 / math.sqrt(head_dim), dtype)
+        q_dense, k_dense, v_dense = self._query_dense, self._key_dense, self._value_dense
+        w_qkv = ops.concatenate(
+            [
+                kernel(q_dense, (hidden, width)) * scale,
+                kernel(k_dense, (hidden, width)),
+                kernel(v_dense, (hidden, width)),
+            ],
+            axis=1,
+        )
+        b_qkv = ops.concatenate(
+            [bias(q_dense, (width,)) * scale, bias(k_dense, (width,)), bias(v_dense, (width,))],
+            axis=0,
+        )
         qkv = ops.matmul(ops.reshape(x, (-1, hidden)), w_qkv) + b_qkv  # [B·S, 3·N·D]
         qkv = ops.reshape(qkv, (batch, seq, 3, heads, head_dim))
         qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # [3, B, N, S, D]
@@ -100,7 +113,6 @@ class AlbertAttention(keras.layers.MultiHeadAttention):
         # zero-padded copies of qkv and their sum; of an unstack, one stack.
         q, k, v = ops.unstack(qkv, num=3, axis=0)
 
-        q = q * ops.cast(1.0 / math.sqrt(head_dim), dtype)
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, S, S]
         scores = ops.cast(scores, "float32")
         if attention_mask is not None:
