@@ -1,0 +1,525 @@
+"""Multiple-choice fine-tuning throughput: batches padded to their longest item vs to 512.
+
+Times training steps (forward, backward, AdamW update: the step
+`MultipleChoiceTrainer.fit` runs) of an ALBERT-base-shaped multiple-choice
+model (random weights) on the shared SocialIQa (3 options) and parable_en
+(5 options) sets, in items/second, with
+
+* ``dynamic``: the package default, each batch padded to its own longest item
+  (`multiple_choice_batches`, shuffled and bucketed by length as in ``fit``);
+* ``fixed``: the very same batches padded to ``max_seq_length`` (512), as
+  google-research/albert's run_race feeds its TPUs. The data code has no
+  option for this, so a benchmark-local wrapper zero-pads each batch (an
+  all-zero padding mask is what the package's padding is anyway).
+
+Steps take different times with dynamic padding, so the timed batches are
+picked at evenly spaced quantiles of one shuffled epoch's padded lengths
+(after ``--warmup`` untimed steps on the longest and the median batch):
+their items/s estimates a whole epoch's. The input side is timed alone too:
+packing (tokenise + pack every item once, what ``fit`` does before its first
+step) and batching (collating an epoch), against what a step consumes.
+
+Every measurement runs in its own fresh process. Writes
+``bench/results/finetuning.json`` and prints a markdown table::
+
+    python bench/finetuning.py                 # both sets, both paddings (~6-8 min, 2 cores)
+    python bench/finetuning.py --smoke         # tiny model, few items: checks the plumbing
+    python bench/finetuning.py --datasets=socialiqa --paddings=dynamic --repeats=3
+    python bench/finetuning.py --paddings=     # the input side only (packing, lengths)
+
+Memory decides the batch size. An fp32 ALBERT-base step keeps ~1.7 MB per
+token of a 512-token sequence for the backward pass (measured: one parable_en
+item, 5 × 512 tokens, peaked at 5.1 GiB), so batch 8 padded to 512 would need
+~33 GiB on parable_en and ~21 GiB on SocialIQa. By default each dataset gets the
+largest of 8/4/2/1 items whose *fixed*-length step fits ``--max_step_gb``
+(12 GB: SocialIQa 4, parable_en 2), used for both paddings so that they train
+on the same batches; ``--batch_size`` overrides it, and a worker refuses a
+step that would not fit in the free RAM rather than risk the OOM killer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from typing import Any
+
+from common import (
+    MULTIPLE_CHOICE_DATA,
+    add_common_flags,
+    build_padded_tokenizer,
+    fmt,
+    machine_info,
+    output_path,
+    pin_tf_threads,
+    spawn,
+    summary_stats,
+    thread_env,
+    thread_report,
+    time_step,
+    worker_main,
+    write_report,
+)
+
+NAME = "finetuning"
+DATASETS = {
+    "socialiqa": "socialiqa_evals.jsonl.gz",
+    "parable_en": "parable_en.jsonl.gz",
+}
+PADDINGS = ("dynamic", "fixed")
+FIELDS = ("token_ids", "segment_ids", "padding_mask")
+BATCH_CHOICES = (8, 4, 2, 1)
+GB = 1024**3
+
+
+def estimated_step_gb(batch: int, options: int, length: int) -> float:
+    """Peak RSS of an ALBERT-base fp32 training step on [batch, options, length].
+
+    From one measurement: parable_en, 1 item × 5 options × 512 tokens peaked
+    at 5.1 GiB, i.e. ~1.1 GB (TF, model, AdamW, data) + ~1.7 MB per token at
+    512, of which the [heads, S, S] attention probabilities kept for the
+    backward pass grow with S. Batch 8 at 512 would need ~33 GiB.
+    """
+    tokens = batch * options * length
+    return (1.1e9 + tokens * (1.0e6 + 1.4e3 * length)) / GB
+
+
+def options_per_item(path: str) -> int:
+    """Most options of any item (plain JSON: the orchestrator stays TensorFlow-free)."""
+    import gzip
+    import json
+
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return max(len(json.loads(line).get("options", [])) for line in f if line.strip())
+
+
+def auto_batch_size(args: argparse.Namespace, dataset: str) -> int:
+    """The largest of `BATCH_CHOICES` whose fixed-length step fits ``--max_step_gb``.
+
+    Both paddings use it: the comparison needs the same batches.
+    """
+    options = options_per_item(os.path.join(args.data_dir, DATASETS[dataset]))
+    for batch in BATCH_CHOICES:
+        if estimated_step_gb(batch, options, args.max_seq_length) <= args.max_step_gb:
+            return batch
+    return BATCH_CHOICES[-1]
+
+
+def model_config(smoke: bool):
+    import albert_tf
+
+    if smoke:
+        return albert_tf.AlbertConfig(
+            vocab_size=1000,
+            embedding_size=16,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+        )
+    return albert_tf.get_preset("albert_base_v2")
+
+
+def load_items(args: argparse.Namespace, dataset: str) -> list:
+    from albert_tf.data.multiple_choice import read_multiple_choice
+
+    items, _ = read_multiple_choice([os.path.join(args.data_dir, DATASETS[dataset])])
+    return items[: args.max_items] if args.max_items else items
+
+
+def make_trainer(args: argparse.Namespace, workdir: str):
+    """A `MultipleChoiceTrainer` on a fresh random model, as ``fit`` would use it."""
+    import keras
+
+    import albert_tf
+    from albert_tf.tokenizers import load_tokenizer
+    from albert_tf.training.finetuning import MultipleChoiceTrainer
+
+    tokenizer = load_tokenizer(os.path.join(args.workdir, "tokenizer"))
+    keras.utils.set_random_seed(0)
+    model = albert_tf.AlbertMultipleChoice.from_albert_config(model_config(args.smoke))
+    return MultipleChoiceTrainer(
+        model,
+        tokenizer,
+        output_dir=workdir,
+        max_seq_length=args.max_seq_length,
+        max_qa_length=args.max_qa_length,
+        batch_size=args.batch_size,
+        progress=False,
+    )
+
+
+def pad_to(features: dict[str, Any], length: int) -> dict[str, Any]:
+    """Zero-pads [B, C, S] arrays to S = ``length`` (zeros: pad id 0, mask 0)."""
+    import numpy as np
+
+    return {k: np.pad(v, ((0, 0), (0, 0), (0, length - v.shape[-1]))) for k, v in features.items()}
+
+
+def epoch_batches(args: argparse.Namespace, encoded: list) -> list:
+    """One shuffled, length-bucketed epoch of full batches, exactly as ``fit`` draws them."""
+    from albert_tf.data.multiple_choice import multiple_choice_batches
+
+    batches = multiple_choice_batches(encoded, args.batch_size, shuffle=True, seed=0)
+    return [b for b in batches if len(b[1]) == args.batch_size]
+
+
+# --------------------------------------------------------------------------- workers
+def prepare(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "tokenizer": build_padded_tokenizer(
+            os.path.join(args.workdir, "tokenizer"), model_config(args.smoke).vocab_size, args.smoke
+        )
+    }
+
+
+def measure_pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    """Items/s of packing (tokenise + pack, once per run) and of batching (per step)."""
+    import time
+
+    import numpy as np
+
+    from albert_tf.data.multiple_choice import encode_multiple_choice
+    from albert_tf.tokenizers import load_tokenizer
+
+    tokenizer = load_tokenizer(os.path.join(args.workdir, "tokenizer"))
+    start = time.perf_counter()
+    items = load_items(args, args.dataset)
+    read_s = time.perf_counter() - start
+
+    def encode(chosen: list) -> list:
+        return encode_multiple_choice(
+            chosen,
+            tokenizer,
+            max_seq_length=args.max_seq_length,
+            max_qa_length=args.max_qa_length,
+        )
+
+    encode(items[:16])  # first call builds the tf-text kernels: not per-item work
+    start = time.perf_counter()
+    encoded = encode(items)
+    pack_s = time.perf_counter() - start
+
+    start = time.perf_counter()
+    batches = epoch_batches(args, encoded)
+    batch_s = time.perf_counter() - start
+    batched_items = args.batch_size * len(batches)
+    start = time.perf_counter()
+    for features, _ in batches:
+        pad_to(features, args.max_seq_length)
+    fixed_s = time.perf_counter() - start + batch_s
+
+    item_lengths = [int(e["padding_mask"].sum(-1).max()) for e in encoded]
+    option_lengths = [int(n) for e in encoded for n in e["padding_mask"].sum(-1)]
+    padded = [f["token_ids"].shape[-1] for f, _ in batches]
+    real = sum(int(f["padding_mask"].sum()) for f, _ in batches)
+    slots = sum(int(f["token_ids"].size) for f, _ in batches)
+    options = sum(f["token_ids"].shape[0] * f["token_ids"].shape[1] for f, _ in batches)
+    return {
+        "items": len(items),
+        "options_per_item": summary_stats([len(it.options) for it in items]),
+        "read_s": round(read_s, 2),
+        "packing_s": round(pack_s, 2),
+        "packing_items_per_s": round(len(items) / pack_s, 1),
+        "batching_items_per_s": round(batched_items / batch_s, 1),
+        "batching_fixed_items_per_s": round(batched_items / fixed_s, 1),
+        "item_packed_length": summary_stats(item_lengths),  # an item's longest option
+        "option_packed_length": summary_stats(option_lengths),
+        "items_at_max_seq_length": int(sum(n >= args.max_seq_length for n in item_lengths)),
+        "epoch_batches": len(batches),
+        "epoch_padded_length": summary_stats(padded),
+        "epoch_padding_fraction_dynamic": round(1 - real / slots, 3),
+        "epoch_padding_fraction_fixed": round(1 - real / (options * args.max_seq_length), 3),
+        "mean_length_fixed_over_dynamic": round(args.max_seq_length / float(np.mean(padded)), 2),
+    }
+
+
+def measure_training(args: argparse.Namespace) -> dict[str, Any]:
+    """Items/s of the trainer's own train step on quantile-picked batches of one epoch."""
+    import statistics
+
+    from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
+
+    with tempfile.TemporaryDirectory() as out:
+        trainer = make_trainer(args, out)
+        encoded = trainer.encode(load_items(args, args.dataset))
+        batches = epoch_batches(args, encoded)
+        by_length = sorted(batches, key=lambda b: b[0]["token_ids"].shape[-1])
+        n = len(by_length)
+        if n < 2:
+            raise ValueError(f"only {n} full batches of {args.batch_size}; use more items")
+        timed = [
+            by_length[min(n - 1, int((k + 0.5) * n / args.repeats))] for k in range(args.repeats)
+        ]
+        # Warm-up: the longest batch first (largest buffers), then the median.
+        warm = [by_length[-1], by_length[n // 2]] * args.warmup
+        sequence = warm[: args.warmup] + timed
+        if args.padding == "fixed":
+            sequence = [(pad_to(f, args.max_seq_length), labels) for f, labels in sequence]
+        if not args.smoke:  # an out-of-memory kill would hit whatever else runs here too
+            _, options, length = max(f["token_ids"].shape for f, _ in sequence)
+            need = estimated_step_gb(args.batch_size, options, length)
+            have = available_gb() - 1.0
+            if need > have:
+                raise MemoryError(
+                    f"a [{args.batch_size}, {options}, {length}] step needs ~{need:.1f} GB, "
+                    f"{have:.1f} GB free: pass a smaller --batch_size"
+                )
+        # The optimizer and schedule fit() builds (AdamW, warm-up + linear decay).
+        total = 1000
+        schedule = WarmupPolynomialDecay(
+            trainer.learning_rate,
+            total_steps=total,
+            warmup_steps=int(trainer.warmup_proportion * total),
+        )
+        optimizer = AlbertOptimizer(
+            learning_rate=schedule,
+            weight_decay_rate=trainer.weight_decay_rate,
+            layer_adaptation=trainer.optimizer_name == "lamb",
+        )
+        train_step = trainer._build_train_step(optimizer)
+        feed = iter(sequence)
+
+        def step() -> float:
+            features, labels = next(feed)  # numpy, as fit() passes them
+            loss, _ = train_step(*(features[k] for k in FIELDS), labels)
+            return float(loss)
+
+        timing = time_step(step, args.warmup, args.repeats)
+    timed_batches = sequence[args.warmup :]
+    real = sum(int(f["padding_mask"].sum()) for f, _ in timed_batches)
+    slots = sum(int(f["token_ids"].size) for f, _ in timed_batches)
+    seconds = sum(timing["times_s"])
+    all_lengths = [b[0]["token_ids"].shape[-1] for b in batches]
+    return {
+        **timing,
+        "items_per_s": round(args.batch_size * args.repeats / seconds, 3),
+        "real_tokens_per_s": round(real / seconds, 1),
+        "timed_shapes": [list(f["token_ids"].shape) for f, _ in timed_batches],
+        "timed_mean_padded_length": round(
+            statistics.fmean(f["token_ids"].shape[-1] for f, _ in timed_batches), 1
+        ),
+        "epoch_mean_padded_length": round(statistics.fmean(all_lengths), 1),
+        "timed_padding_fraction": round(1 - real / slots, 3),
+        "optimizer": f"{trainer.optimizer_name} (AlbertOptimizer), clip 1.0, lr schedule as fit()",
+    }
+
+
+def available_gb() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024 / GB
+    return 0.0
+
+
+def run_worker(args: argparse.Namespace) -> dict[str, Any]:
+    cores = os.cpu_count() or 1
+    os.environ.update(thread_env(cores, args.inter_op_threads, args.omp_wait_policy))
+    pin_tf_threads(cores, args.inter_op_threads)
+    if args.worker == "prepare":
+        return prepare(args)
+    if args.worker == "pipeline":
+        return measure_pipeline(args)
+    if args.worker == "train":
+        return measure_training(args)
+    raise ValueError(f"unknown worker {args.worker!r}")
+
+
+# --------------------------------------------------------------------------- report
+def summarize(report: dict[str, Any]) -> None:
+    for result in report["results"].values():
+        train = result.get("train", {})
+        pipe = result.get("pipeline", {})
+        dyn = train.get("dynamic", {}).get("items_per_s")
+        fixed = train.get("fixed", {}).get("items_per_s")
+        summary: dict[str, Any] = {}
+        if dyn and fixed:
+            summary["dynamic_over_fixed_speedup"] = round(dyn / fixed, 2)
+        if dyn and pipe.get("packing_items_per_s"):
+            # >1: the input side outruns what a training step consumes.
+            summary["packing_over_training"] = round(pipe["packing_items_per_s"] / dyn, 1)
+            summary["batching_over_training"] = round(pipe["batching_items_per_s"] / dyn, 1)
+        result["summary"] = summary
+
+
+def markdown(report: dict[str, Any]) -> str:
+    s = report["settings"]
+    lines = [
+        f"Model: {s['model']}; max_seq_length {s['max_seq_length']}, "
+        f"{s['warmup']} warm-up + {s['repeats']} timed steps per measurement; CPU "
+        f"{report['machine']['cpu_model']}, {report['machine']['cores']} cores",
+        "",
+        "| dataset | items | options | item length median / p90 / max | at max_seq_length "
+        "| packing items/s | batching items/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for dataset, result in report["results"].items():
+        p = result.get("pipeline", {})
+        if "item_packed_length" not in p:
+            lines.append(f"| {dataset} | pipeline failed: {str(p.get('error'))[:100]} ||||||")
+            continue
+        q = p["item_packed_length"]
+        lines.append(
+            f"| {dataset} | {p['items']} | {p['options_per_item']['median']} "
+            f"| {q['median']} / {q['p90']} / {q['max']} | {p['items_at_max_seq_length']} "
+            f"| {p['packing_items_per_s']:.0f} | {p['batching_items_per_s']:.0f} |"
+        )
+    lines += [
+        "",
+        "| dataset | padding | batch | timed S per step | median step s | min s | max s | items/s "
+        "| real tokens/s | padding | peak RSS MB | other CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for dataset, result in report["results"].items():
+        for padding, r in result.get("train", {}).items():
+            batch = result.get("batch_size")
+            if "items_per_s" not in r:
+                error = str(r.get("error", "no result"))[:120].replace("|", "/")
+                lines.append(f"| {dataset} | {padding} | {batch} | failed: {error} |||||||||")
+                continue
+            lengths = "/".join(str(shape[-1]) for shape in r["timed_shapes"])
+            lines.append(
+                f"| {dataset} | {padding} | {batch} | {lengths} | {r['median_s']:.2f} "
+                f"| {r['min_s']:.2f} | {r['max_s']:.2f} | {r['items_per_s']:.2f} "
+                f"| {r['real_tokens_per_s']:.0f} "
+                f"| {r['timed_padding_fraction']:.0%} | {r['peak_rss_mb']} "
+                f"| {fmt(r['other_processes_cpu_fraction'], '.0%')} |"
+            )
+    lines.append("")
+    for dataset, result in report["results"].items():
+        shown = ", ".join(f"{k} {v}" for k, v in result.get("summary", {}).items())
+        lines.append(f"{dataset}: {shown or 'no ratios (missing measurements)'}")
+    lines.append(
+        "dynamic_over_fixed_speedup: items/s padded to each batch's longest item over "
+        "padded to max_seq_length; *_over_training: input-side items/s over the dynamic "
+        "step's (>1: the input keeps up)."
+    )
+    return "\n".join(lines)
+
+
+def orchestrate(args: argparse.Namespace) -> None:
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    paddings = [p.strip() for p in args.paddings.split(",") if p.strip()]
+    for d in datasets:
+        if d not in DATASETS:
+            raise SystemExit(f"unknown dataset {d!r}; choose from {', '.join(DATASETS)}")
+    for p in paddings:
+        if p not in PADDINGS:
+            raise SystemExit(f"unknown padding {p!r}; choose from {', '.join(PADDINGS)}")
+    output = output_path(args, NAME)
+    script = os.path.abspath(__file__)
+    workdir = tempfile.mkdtemp(prefix="albert_finetuning_")
+    shared = [
+        "--workdir", workdir, "--data_dir", args.data_dir,
+        "--max_seq_length", str(args.max_seq_length),
+        "--max_qa_length", str(args.max_qa_length), "--warmup", str(args.warmup),
+        "--repeats", str(args.repeats),
+    ] + (["--max_items", str(args.max_items)] if args.max_items else [])  # fmt: skip
+    report: dict[str, Any] = {
+        "what": "multiple-choice fine-tuning items/s (train step: forward, backward, AdamW), "
+        "batches padded to their longest item vs to max_seq_length; input side alone",
+        "command": [os.path.relpath(__file__), *sys.argv[1:]],
+        "smoke": args.smoke,
+        "settings": {
+            "model": "tiny (V=1000, H=64, 2 layers)"
+            if args.smoke
+            else "albert_base_v2 shape (V=30000, E=128, H=768, 12 shared layers), random",
+            "batch_size": args.batch_size
+            or f"auto: largest of {BATCH_CHOICES} whose fixed-length step needs "
+            f"<= {args.max_step_gb} GB (estimated_step_gb)",
+            "max_seq_length": args.max_seq_length,
+            "max_qa_length": args.max_qa_length,
+            "warmup": args.warmup,
+            "repeats": args.repeats,
+            "max_items": args.max_items,
+            "timed_batches": "evenly spaced quantiles of one shuffled epoch's padded lengths",
+        },
+        "machine": machine_info(),
+        "threads": thread_report(args),
+        "results": {d: {"train": {}} for d in datasets},
+    }
+    for d in datasets:
+        batch = args.batch_size or auto_batch_size(args, d)
+        options = options_per_item(os.path.join(args.data_dir, DATASETS[d]))
+        report["results"][d]["batch_size"] = batch
+        report["results"][d]["estimated_fixed_step_gb"] = round(
+            estimated_step_gb(batch, options, args.max_seq_length), 1
+        )
+    try:
+        print("[prepare] tokenizer ...", file=sys.stderr, flush=True)
+        report["prepared"] = spawn(
+            script, ["--worker", "prepare", "--batch_size", "1", *shared], args
+        )
+        if "error" in report["prepared"]:
+            write_report(report, output)
+            raise SystemExit(f"prepare failed: {report['prepared']['error']}")
+        for dataset in datasets:
+            batch = ["--batch_size", str(report["results"][dataset]["batch_size"])]
+            print(f"[pipeline] {dataset} ...", file=sys.stderr, flush=True)
+            worker = ["--worker", "pipeline", "--dataset", dataset, *batch, *shared]
+            report["results"][dataset]["pipeline"] = spawn(script, worker, args)
+            for padding in paddings:
+                print(f"[train] {dataset} {padding} ...", file=sys.stderr, flush=True)
+                worker = ["--worker", "train", "--dataset", dataset, "--padding", padding]
+                r = spawn(script, worker + batch + shared, args)
+                report["results"][dataset]["train"][padding] = r
+                done = f"{r['items_per_s']:.2f} items/s" if "items_per_s" in r else r["error"]
+                print(f"[train] {dataset} {padding}: {done}", file=sys.stderr, flush=True)
+                summarize(report)
+                write_report(report, output)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    summarize(report)
+    write_report(report, output)
+    print(markdown(report))
+    print(f"\nwrote {output}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_common_flags(parser)
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--paddings", default=",".join(PADDINGS))
+    parser.add_argument("--data_dir", default=MULTIPLE_CHOICE_DATA)
+    parser.add_argument(
+        "--batch_size",
+        type=int,
+        default=None,
+        help="items per step (auto per dataset, see --max_step_gb; smoke 2)",
+    )
+    parser.add_argument(
+        "--max_step_gb",
+        type=float,
+        default=12.0,
+        help="auto batch: the fixed-length step's estimated peak RAM must stay under this",
+    )
+    parser.add_argument("--max_seq_length", type=int, default=512)
+    parser.add_argument("--max_qa_length", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=None, help="timed steps (5; smoke 2)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed steps first (2; smoke 1)")
+    parser.add_argument(
+        "--max_items", type=int, default=None, help="use the first N items (all; smoke 48)"
+    )
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    parser.add_argument("--dataset", help=argparse.SUPPRESS)
+    parser.add_argument("--padding", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.batch_size is None and args.smoke:
+        args.batch_size = 2
+    if args.repeats is None:
+        args.repeats = 2 if args.smoke else 5
+    if args.warmup is None:
+        args.warmup = 1 if args.smoke else 2
+    if args.max_items is None and args.smoke:
+        args.max_items = 48
+    if args.worker:
+        worker_main(lambda: run_worker(args))
+    else:
+        orchestrate(args)
+
+
+if __name__ == "__main__":
+    main()
