@@ -37,6 +37,7 @@ __all__ = [
     "RESULT_PREFIX",
     "add_common_flags",
     "build_padded_tokenizer",
+    "choices",
     "dir_bytes",
     "fmt",
     "machine_info",
@@ -173,7 +174,7 @@ def machine_info() -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- flags
 def add_common_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags every script and its workers share (same defaults as pretraining_step)."""
+    """Flags every script and its workers share."""
     parser.add_argument("--smoke", action="store_true", help="tiny shapes: checks the plumbing")
     parser.add_argument("--output", default=None, help="JSON report path")
     parser.add_argument(
@@ -192,6 +193,15 @@ def add_common_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per worker process")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+
+
+def choices(text: str, allowed: Sequence[str], what: str) -> list[str]:
+    """A comma-separated list of names, each one of ``allowed``."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if name not in allowed:
+            raise SystemExit(f"unknown {what} {name!r}; choose from {', '.join(allowed)}")
+    return names
 
 
 def output_path(args: argparse.Namespace, name: str) -> str:

@@ -50,6 +50,7 @@ from common import (
     MULTIPLE_CHOICE_DATA,
     add_common_flags,
     build_padded_tokenizer,
+    choices,
     fmt,
     machine_info,
     output_path,
@@ -401,14 +402,8 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def orchestrate(args: argparse.Namespace) -> None:
-    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
-    paddings = [p.strip() for p in args.paddings.split(",") if p.strip()]
-    for d in datasets:
-        if d not in DATASETS:
-            raise SystemExit(f"unknown dataset {d!r}; choose from {', '.join(DATASETS)}")
-    for p in paddings:
-        if p not in PADDINGS:
-            raise SystemExit(f"unknown padding {p!r}; choose from {', '.join(PADDINGS)}")
+    datasets = choices(args.datasets, tuple(DATASETS), "dataset")
+    paddings = choices(args.paddings, PADDINGS, "padding")
     output = output_path(args, NAME)
     script = os.path.abspath(__file__)
     workdir = tempfile.mkdtemp(prefix="albert_finetuning_")

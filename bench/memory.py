@@ -43,6 +43,7 @@ from typing import Any
 from common import (
     add_common_flags,
     build_padded_tokenizer,
+    choices,
     dir_bytes,
     machine_info,
     output_path,
@@ -301,11 +302,8 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def orchestrate(args: argparse.Namespace) -> None:
-    presets = [p.strip() for p in args.presets.split(",") if p.strip()]
-    computed = {p.strip() for p in args.computed.split(",") if p.strip()}
-    for p in presets + sorted(computed):
-        if p not in PRESETS:
-            raise SystemExit(f"unknown preset {p!r}; choose from {', '.join(PRESETS)}")
+    presets = choices(args.presets, tuple(PRESETS), "preset")
+    computed = set(choices(args.computed, tuple(PRESETS), "preset"))
     output = output_path(args, NAME)
     script = os.path.abspath(__file__)
     workdir = tempfile.mkdtemp(prefix="albert_memory_", dir=args.tmp_dir)

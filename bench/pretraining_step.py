@@ -668,14 +668,8 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def orchestrate(args: argparse.Namespace) -> None:
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
-    for v in variants:
-        if v not in VARIANTS:
-            raise SystemExit(f"unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
-    for p in precisions:
-        if p not in PRECISIONS:
-            raise SystemExit(f"unknown precision {p!r}; choose from {', '.join(PRECISIONS)}")
+    variants = common.choices(args.variants, VARIANTS, "variant")
+    precisions = common.choices(args.precisions, PRECISIONS, "precision")
     shape = SMOKE if args.smoke else FULL
     output = args.output or (
         os.path.join(tempfile.gettempdir(), "pretraining_step_smoke.json")
@@ -762,31 +756,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps first (3; smoke 1)")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--precisions", default=",".join(PRECISIONS))
-    parser.add_argument("--output", default=None, help=f"default {DEFAULT_OUTPUT}")
-    parser.add_argument("--smoke", action="store_true", help="tiny shapes: checks the plumbing")
-    parser.add_argument(
-        "--inter_op_threads",
-        type=int,
-        default=1,
-        # One op at a time, each using every core: a big matmul already fills
-        # all (2) cores, so running a second op beside it only oversubscribes
-        # them and makes the timings noisier.
-        help="TF inter-op / torch inter-op threads (1)",
-    )
+    common.add_common_flags(parser)  # --output, --smoke, threads, --timeout, --worker
     parser.add_argument(
         "--hf_attention",
         default="sdpa",
         choices=("sdpa", "eager"),
         help="transformers attention implementation (sdpa: fused kernel, faster on CPU)",
     )
-    parser.add_argument(
-        "--omp_wait_policy",
-        default="PASSIVE",
-        choices=("PASSIVE", "ACTIVE", "default"),
-        help="OMP_WAIT_POLICY for torch's OpenMP (PASSIVE: robust to other load)",
-    )
-    parser.add_argument("--timeout", type=float, default=3600, help="seconds per worker process")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--precision", default="float32", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.repeats is None:

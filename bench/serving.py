@@ -51,6 +51,7 @@ from common import (
     MULTIPLE_CHOICE_DATA,
     add_common_flags,
     build_padded_tokenizer,
+    choices,
     dir_bytes,
     fmt,
     machine_info,
@@ -538,14 +539,8 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def orchestrate(args: argparse.Namespace) -> None:
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    for v in variants:
-        if v not in VARIANTS:
-            raise SystemExit(f"unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
-    for w in workloads:
-        if w not in WORKLOADS:
-            raise SystemExit(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
+    variants = choices(args.variants, VARIANTS, "variant")
+    workloads = choices(args.workloads, tuple(WORKLOADS), "workload")
     output = output_path(args, NAME)
     own_workdir = args.workdir is None
     workdir = args.workdir or tempfile.mkdtemp(prefix="albert_serving_")
