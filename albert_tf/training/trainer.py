@@ -127,7 +127,7 @@ class PretrainingTrainer:
         options.validate(self.num_replicas)
         # "auto" resumes in the precision the run started with (the record
         # holds the resolved one), whatever machine it resumes on.
-        recorded = self._recorded_options(options.model_dir).get("precision")
+        recorded = self._read_run_record(options.model_dir).get("options", {}).get("precision")
         if options.precision == "auto" and recorded:
             precision = recorded
         else:
@@ -224,27 +224,25 @@ class PretrainingTrainer:
         return {"albert_config": self.config.to_hf_dict(), "options": options}
 
     @staticmethod
-    def _recorded_options(model_dir: str) -> dict[str, Any]:
+    def _read_run_record(model_dir: str) -> dict[str, Any]:
+        """The run record a previous run left in ``model_dir`` ({} if none)."""
         path = os.path.join(model_dir, RUN_FILE)
         if not os.path.exists(path):
             return {}
         with open(path, encoding="utf-8") as f:
-            return json.load(f).get("options", {})
+            return json.load(f)
 
     def _check_run_compatible(self) -> None:
         """Refuses to resume a checkpoint written for another model or recipe."""
-        path = os.path.join(self.options.model_dir, RUN_FILE)
+        previous = self._read_run_record(self.options.model_dir)
         record = self._run_record()
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                previous = json.load(f)
-            if previous != record:
-                diffs = _diff(previous, record)
-                raise ValueError(
-                    f"{self.options.model_dir} holds a run with a different model or "
-                    f"recipe ({'; '.join(diffs)}). Resume with the same settings, or "
-                    "pass a new --model_dir."
-                )
+        if previous and previous != record:
+            diffs = _diff(previous, record)
+            raise ValueError(
+                f"{self.options.model_dir} holds a run with a different model or "
+                f"recipe ({'; '.join(diffs)}). Resume with the same settings, or "
+                "pass a new --model_dir."
+            )
 
     def _write_run_record(self) -> None:
         path = os.path.join(self.options.model_dir, RUN_FILE)
