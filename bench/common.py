@@ -41,8 +41,10 @@ __all__ = [
     "dir_bytes",
     "fmt",
     "machine_info",
+    "model_config",
     "output_path",
     "peak_rss_mb",
+    "publish",
     "pin_tf_threads",
     "pin_torch_threads",
     "spawn",
@@ -234,6 +236,13 @@ def write_report(report: dict[str, Any], path: str) -> None:
     os.replace(tmp, path)  # a killed run leaves the previous report whole
 
 
+def publish(report: dict[str, Any], path: str, table: str) -> None:
+    """The end of every benchmark: the report written, its table printed."""
+    write_report(report, path)
+    print(table)
+    print(f"\nwrote {path}")
+
+
 # --------------------------------------------------------------------------- processes
 def worker_env(args: argparse.Namespace) -> dict[str, str]:
     cores = os.cpu_count() or 1
@@ -333,6 +342,22 @@ def summary_stats(values: Sequence[float]) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- tokenizer
+def model_config(smoke: bool):
+    """ALBERT-base (V=30000, E=128, H=768, 12 shared layers); tiny with ``smoke``."""
+    import albert_tf
+
+    if smoke:
+        return albert_tf.AlbertConfig(
+            vocab_size=1000,
+            embedding_size=16,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+        )
+    return albert_tf.get_preset("albert_base_v2")
+
+
 def build_padded_tokenizer(out_dir: str, vocab_size: int, smoke: bool) -> dict[str, Any]:
     """Trains English SentencePiece on the in-repo sample, padded to ``vocab_size``.
 

@@ -53,8 +53,10 @@ from common import (
     choices,
     fmt,
     machine_info,
+    model_config,
     output_path,
     pin_tf_threads,
+    publish,
     spawn,
     summary_stats,
     thread_env,
@@ -106,21 +108,6 @@ def auto_batch_size(args: argparse.Namespace, dataset: str) -> int:
         if estimated_step_gb(batch, options, args.max_seq_length) <= args.max_step_gb:
             return batch
     return BATCH_CHOICES[-1]
-
-
-def model_config(smoke: bool):
-    import albert_tf
-
-    if smoke:
-        return albert_tf.AlbertConfig(
-            vocab_size=1000,
-            embedding_size=16,
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=128,
-        )
-    return albert_tf.get_preset("albert_base_v2")
 
 
 def load_items(args: argparse.Namespace, dataset: str) -> list:
@@ -468,9 +455,7 @@ def orchestrate(args: argparse.Namespace) -> None:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     summarize(report)
-    write_report(report, output)
-    print(markdown(report))
-    print(f"\nwrote {output}")
+    publish(report, output, markdown(report))
 
 
 def main() -> None:

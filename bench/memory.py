@@ -48,6 +48,7 @@ from common import (
     machine_info,
     output_path,
     pin_tf_threads,
+    publish,
     spawn,
     thread_env,
     thread_report,
@@ -354,9 +355,7 @@ def orchestrate(args: argparse.Namespace) -> None:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     fill_computed(report)
-    write_report(report, output)
-    print(markdown(report))
-    print(f"\nwrote {output}")
+    publish(report, output, markdown(report))
 
 
 def main() -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import resource
 import statistics
@@ -700,10 +699,7 @@ def orchestrate(args: argparse.Namespace) -> None:
 
     def save() -> None:
         summarize(report)
-        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-        with open(output, "w") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
+        common.write_report(report, output)
 
     if "matmul_peak" in variants:
         for fw in ("tf", "torch"):
@@ -737,9 +733,8 @@ def orchestrate(args: argparse.Namespace) -> None:
                     flush=True,
                 )
                 save()
-    save()
-    print(markdown(report))
-    print(f"\nwrote {output}")
+    summarize(report)
+    common.publish(report, output, markdown(report))
 
 
 def main() -> None:

@@ -55,9 +55,11 @@ from common import (
     dir_bytes,
     fmt,
     machine_info,
+    model_config,
     output_path,
     pin_tf_threads,
     pin_torch_threads,
+    publish,
     spawn,
     summary_stats,
     thread_env,
@@ -74,21 +76,6 @@ NUM_OPTIONS = 4
 ITEMS_FILE = os.path.join(MULTIPLE_CHOICE_DATA, "parable_en.jsonl.gz")
 PREPARED = "prepare.json"
 FIELDS = ("token_ids", "segment_ids", "padding_mask")
-
-
-def model_config(smoke: bool):
-    import albert_tf
-
-    if smoke:
-        return albert_tf.AlbertConfig(
-            vocab_size=1000,
-            embedding_size=16,
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=128,
-        )
-    return albert_tf.get_preset("albert_base_v2")  # V=30000, E=128, H=768, 12 shared
 
 
 # --------------------------------------------------------------------------- workload
@@ -588,9 +575,7 @@ def orchestrate(args: argparse.Namespace) -> None:
         if own_workdir and not args.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
     summarize(report)
-    write_report(report, output)
-    print(markdown(report))
-    print(f"\nwrote {output}")
+    publish(report, output, markdown(report))
 
 
 def main() -> None:
