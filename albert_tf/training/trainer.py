@@ -37,6 +37,7 @@ from tqdm import tqdm
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
+from albert_tf.training.evaluation import sum_over_batches, with_standard_errors
 from albert_tf.training.losses import masked_lm_sums, sentence_order_sums, summarize
 from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
 from albert_tf.training.precision import resolve_precision
@@ -45,6 +46,7 @@ from albert_tf.training.strategies import is_chief, worker_index
 SENTENCE_TASKS = ("sop", "nsp", "none")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 RUN_FILE = "pretraining_run.json"
+METRICS_FILE = "metrics.jsonl"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -443,6 +445,7 @@ class PretrainingTrainer:
         start = self.restore()
         if start:
             log(f"resumed from step {start} ({self.manager.latest_checkpoint})")
+        self._truncate_metrics(start)
         if start >= options.num_train_steps:
             log(f"already at step {start} >= num_train_steps={options.num_train_steps}")
             return {}
@@ -509,16 +512,12 @@ class PretrainingTrainer:
             repeat=False,
             drop_remainder=False,
         )
-        totals: dict[str, float] = {}
-        for i, batch in enumerate(dataset):
-            if options.num_eval_steps and i >= options.num_eval_steps:
-                break
-            for k, v in self._eval_fn(*self._distribute(batch)).items():
-                totals[k] = totals.get(k, 0.0) + float(v)
+        totals = sum_over_batches(
+            lambda batch: self._eval_fn(*self._distribute(batch)), dataset, options.num_eval_steps
+        )
         if not totals:
             raise ValueError(f"The eval data {options.eval_files} holds no examples.")
-        results = summarize(totals)
-        results["mlm_predictions"] = totals["mlm_count"]
+        results = with_standard_errors(summarize(totals), totals)
         results["step"] = self.step
         self._write_scalars("eval", results, self.step)
         log("eval " + ", ".join(f"{k}={v:.4f}" for k, v in results.items()))
@@ -546,9 +545,30 @@ class PretrainingTrainer:
         writer.flush()
         if self.chief:
             record = {"split": split, "step": step, **{k: float(v) for k, v in values.items()}}
-            path = os.path.join(self.options.model_dir, "metrics.jsonl")
+            path = os.path.join(self.options.model_dir, METRICS_FILE)
             with open(path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
+
+    def _truncate_metrics(self, step: int) -> None:
+        """Drops metrics.jsonl lines past ``step``: a resumed run redoes those
+        steps, and the learning curve should hold each step once."""
+        path = os.path.join(self.options.model_dir, METRICS_FILE)
+        if not (self.chief and os.path.exists(path)):
+            return
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+        kept = []
+        for line in lines:
+            try:
+                if json.loads(line)["step"] <= step:
+                    kept.append(line)
+            except (ValueError, KeyError):
+                pass  # a line cut short when the run was killed
+        if len(kept) != len(lines):
+            tmp = path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.writelines(kept)
+            os.replace(tmp, path)
 
     def _cleanup_scratch(self) -> None:
         if not self.chief:

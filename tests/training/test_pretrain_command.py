@@ -54,7 +54,14 @@ def _run(args, timeout=600):
 
 
 def test_sigkill_then_restart_resumes_and_matches_uninterrupted_run(prepared, tmp_path):
-    steps = ["--num_train_steps=40", "--save_checkpoints_steps=5", "--progress_bar=false"]
+    # Logging every step puts learning-curve lines after the last checkpoint,
+    # which the resumed run must replace rather than repeat.
+    steps = [
+        "--num_train_steps=40",
+        "--save_checkpoints_steps=5",
+        "--log_every_steps=1",
+        "--progress_bar=false",
+    ]
     reference = _run(_command(prepared, tmp_path / "reference", *steps))
     assert reference.returncode == 0, reference.stderr[-3000:]
 
@@ -89,6 +96,17 @@ def test_sigkill_then_restart_resumes_and_matches_uninterrupted_run(prepared, tm
     # Same data position, same optimizer state: the same model as if never killed.
     diff = max(float(np.abs(np.asarray(ours[k]) - np.asarray(theirs[k])).max()) for k in ours)
     assert diff < 1e-5, diff
+
+    # The learning curve holds every step once, and as the uninterrupted run's.
+    def curve(directory):
+        lines = (directory / "metrics.jsonl").read_text().splitlines()
+        return [(r["step"], r["mlm_loss"]) for r in map(json.loads, lines) if r["split"] == "train"]
+
+    resumed_curve, reference_curve = curve(model_dir), curve(tmp_path / "reference")
+    assert [s for s, _ in resumed_curve] == list(range(1, 41))
+    np.testing.assert_allclose(
+        [loss for _, loss in resumed_curve], [loss for _, loss in reference_curve], atol=1e-4
+    )
 
     results = json.loads((model_dir / "eval_results.json").read_text())
     assert results["step"] == 40
