@@ -1,6 +1,6 @@
 """Fine-tune ALBERT for multiple choice.
 
-    python -m albert_tf.finetune --flagfile=configs/finetune_race.flags
+    python -m albert_tf.finetune --flagfile=configs/finetune_quickstart.flags
 
 Starts from a model directory in this package's format (``--checkpoint``:
 pretrained here or converted with ``python -m albert_tf.convert``), or from
