@@ -137,6 +137,7 @@ class PretrainingTrainer:
         self.options = options = dataclasses.replace(options, precision=precision)
         self.chief = is_chief(self.strategy)
         self._check_run_compatible()
+        self._last_eval: dict[str, float] | None = None
         keras.utils.set_random_seed(options.seed)
 
         with self.strategy.scope():
@@ -500,10 +501,19 @@ class PretrainingTrainer:
         return last
 
     def evaluate(self, log=print) -> dict[str, float]:
-        """Held-out MLM loss/accuracy and sentence-task accuracy."""
+        """Held-out MLM loss/accuracy and sentence-task accuracy.
+
+        The result depends only on the weights, so a second call at the same
+        step (the entry point's final evaluation after a periodic one at the
+        last step) returns the first instead of measuring and logging twice.
+        """
         options = self.options
         if not options.eval_files:
             raise ValueError("No eval_files given.")
+        cached = self._last_eval
+        if cached is not None and cached["step"] == self.step:
+            log("eval " + ", ".join(f"{k}={v:.4f}" for k, v in cached.items()))
+            return dict(cached)
         dataset = self._global_batches(
             # Keep the last partial batch: a small held-out set counts whole.
             options.eval_files,
@@ -519,8 +529,9 @@ class PretrainingTrainer:
             raise ValueError(f"The eval data {options.eval_files} holds no examples.")
         results = with_standard_errors(summarize(totals), totals)
         results["step"] = self.step
-        self._write_scalars("eval", results, self.step)
+        self._write_scalars("eval", {k: v for k, v in results.items() if k != "step"}, self.step)
         log("eval " + ", ".join(f"{k}={v:.4f}" for k, v in results.items()))
+        self._last_eval = dict(results)
         return results
 
     # ------------------------------------------------------------------ output

@@ -1,5 +1,7 @@
 """In-process pretraining runs: learning, accumulation, precision, XLA."""
 
+import json
+
 import numpy as np
 import pytest
 from training_utils import flat_weights, tiny_albert, tiny_options
@@ -27,6 +29,17 @@ def test_loss_falls_and_eval_reports_both_tasks(tmp_path, prepared, vocab):
     assert after["mlm_loss"] < before["mlm_loss"] - 0.5, (before, after)
     assert set(after) >= {"mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy"}
     assert after["mlm_predictions"] > 100  # the whole held-out set, partial batch included
+
+
+def test_learning_curve_has_one_eval_line_per_step(tmp_path, prepared, vocab):
+    trainer = _train(tmp_path, prepared, vocab, "run", num_train_steps=20, eval_every_steps=10)
+    final = trainer.evaluate(log=lambda *_: None)  # as the entry point does at the end
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    evals = [r for r in map(json.loads, lines) if r["split"] == "eval"]
+    assert [r["step"] for r in evals] == [10, 20]
+    assert all(isinstance(r["step"], int) for r in evals)
+    assert evals[-1]["sop_accuracy"] == final["sop_accuracy"]
+    assert evals[-1]["mlm_loss"] == final["mlm_loss"]
 
 
 def test_gradient_accumulation_equals_one_big_batch(tmp_path, prepared, vocab):
