@@ -155,7 +155,8 @@ class PretrainingTrainer:
             if options.precision == "float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
-            self.optimizer.build(self.model.trainable_variables)
+            self._variables = self._variables_to_train()
+            self.optimizer.build(self._variables)
             if options.gradient_accumulation_steps > 1:
                 self._accumulators = [
                     tf.Variable(
@@ -164,7 +165,7 @@ class PretrainingTrainer:
                         synchronization=tf.VariableSynchronization.ON_READ,
                         aggregation=tf.VariableAggregation.SUM,
                     )
-                    for v in self.model.trainable_variables
+                    for v in self._variables
                 ]
         # A plain iterator over global batches: checkpointable (a
         # DistributedIterator is not), and identical on every worker, so the
@@ -298,6 +299,25 @@ class PretrainingTrainer:
         return self.strategy.experimental_distribute_values_from_function(replica_slice)
 
     # ------------------------------------------------------------------ steps
+    def _variables_to_train(self) -> list:
+        """The model's trainable variables that the loss reaches.
+
+        Without a sentence task no gradient flows to the pooler or the SOP
+        head: they keep their initial values (the paper's "None" model) rather
+        than being decayed towards zero by the optimizer's weight decay.
+        """
+        variables = self.model.trainable_variables
+        if self.options.sentence_task != "none":
+            return variables
+        unused = {
+            id(v)
+            for v in (
+                *self.model.sop_head.trainable_variables,
+                *self.model.backbone.pooler.trainable_variables,
+            )
+        }
+        return [v for v in variables if id(v) not in unused]
+
     def _forward_sums(self, features, labels, training: bool):
         outputs = self.model(features, training=training)
         sums = masked_lm_sums(outputs["mlm_logits"], labels["mask_ids"], labels["mask_weights"])
@@ -323,7 +343,7 @@ class PretrainingTrainer:
 
     def _gradients(self, features, labels, normalizers):
         """Loss = mean MLM loss (+ mean sentence loss) over the global micro-batch."""
-        variables = self.model.trainable_variables
+        variables = self._variables
         with tf.GradientTape() as tape:
             sums = self._forward_sums(features, labels, training=True)
             loss = sums["mlm_loss_sum"] / normalizers[0]
@@ -342,7 +362,7 @@ class PretrainingTrainer:
         grads, norm = tf.clip_by_global_norm(grads, self.options.clip_norm)
         # Keras sums the replicas' gradients once more; hand it 1/N each.
         factor = scale / self.num_replicas
-        self.optimizer.apply([g * factor for g in grads], self.model.trainable_variables)
+        self.optimizer.apply([g * factor for g in grads], self._variables)
         return norm
 
     def _loss_scale(self):

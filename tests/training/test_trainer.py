@@ -42,6 +42,30 @@ def test_learning_curve_has_one_eval_line_per_step(tmp_path, prepared, vocab):
     assert evals[-1]["mlm_loss"] == final["mlm_loss"]
 
 
+def test_no_sentence_task_trains_mlm_and_leaves_the_unused_heads_alone(tmp_path, prepared, vocab):
+    # The paper's "None" condition: no gradient reaches the pooler or the SOP
+    # head, so they must stay as initialised (not crash, not decay).
+    trainer = PretrainingTrainer(
+        tiny_albert(vocab),
+        tiny_options(tmp_path / "none", prepared, num_train_steps=10, sentence_task="none"),
+    )
+    model = trainer.model
+    unused = [*model.sop_head.weights, *model.backbone.pooler.weights]
+    before_unused = [v.numpy().copy() for v in unused]
+    before_encoder = [v.numpy().copy() for v in model.backbone.encoder.weights]
+    trainer.train(log=lambda *_: None)
+    assert trainer.step == 10
+    for b, v in zip(before_unused, unused, strict=True):
+        np.testing.assert_array_equal(b, v.numpy(), err_msg=v.path)
+    changed = [
+        not np.array_equal(b, v.numpy())
+        for b, v in zip(before_encoder, model.backbone.encoder.weights, strict=True)
+    ]
+    assert all(changed)
+    results = trainer.evaluate(log=lambda *_: None)
+    assert np.isfinite(results["mlm_loss"]) and 0.0 <= results["sop_accuracy"] <= 1.0
+
+
 def test_gradient_accumulation_equals_one_big_batch(tmp_path, prepared, vocab):
     one = _train(tmp_path, prepared, vocab, "one", train_batch_size=8)
     two = _train(
