@@ -19,7 +19,7 @@ from albert_tf.data.corpus import (
     tfds_documents,
 )
 from albert_tf.data.masking import Masker, MaskingVocab, default_max_predictions
-from albert_tf.data.pipeline import pretraining_dataset
+from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
 from albert_tf.data.pretraining import (
     PretrainingExample,
     WriteSummary,
@@ -50,6 +50,7 @@ __all__ = [
     "WriteSummary",
     "create_examples_from_document",
     "default_max_predictions",
+    "held_out_dataset",
     "pretraining_dataset",
     "read_corpus",
     "read_documents",

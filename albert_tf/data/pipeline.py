@@ -55,6 +55,32 @@ def _resolve_vocab(tokenizer, files: list[str]) -> MaskingVocab:
         ) from e
 
 
+def held_out_dataset(
+    file_pattern: str | list[str],
+    *,
+    batch_size: int,
+    max_seq_length: int,
+    max_predictions_per_seq: int | None = None,
+    seed: int = 12345,
+) -> tf.data.Dataset:
+    """Held-out batches for scoring: file order, one pass, the last short batch kept.
+
+    Masks are drawn from ``seed`` as in training, so every scorer of the same
+    files and seed (the trainer's evaluation, `evaluate_pretraining`, the
+    unigram baseline) sees the same masked positions.
+    """
+    return pretraining_dataset(
+        file_pattern,
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+        max_predictions_per_seq=max_predictions_per_seq,
+        seed=seed,
+        shuffle=False,
+        repeat=False,
+        drop_remainder=False,
+    )
+
+
 def pretraining_dataset(
     file_pattern: str | list[str],
     *,

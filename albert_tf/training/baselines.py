@@ -13,7 +13,7 @@ import glob
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.pipeline import pretraining_dataset
+from albert_tf.data.pipeline import held_out_dataset
 
 
 def token_counts(files: str, vocab_size: int, exclude: tuple[int, ...]) -> np.ndarray:
@@ -47,15 +47,12 @@ def unigram_baseline(
     counts = token_counts(train_files, vocab_size, special_ids)
     probabilities = (counts + 1) / (counts.sum() + vocab_size)  # add-one smoothing
     mode = int(np.argmax(counts))
-    dataset = pretraining_dataset(
+    dataset = held_out_dataset(
         eval_files,
         batch_size=batch_size,
         max_seq_length=max_seq_length,
         max_predictions_per_seq=max_predictions_per_seq,
         seed=seed,
-        shuffle=False,
-        repeat=False,
-        drop_remainder=False,
     )
     hits = total = 0.0
     nll = 0.0

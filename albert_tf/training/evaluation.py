@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 import keras
 import tensorflow as tf
 
-from albert_tf.data.pipeline import pretraining_dataset
+from albert_tf.data.pipeline import held_out_dataset
 from albert_tf.training.losses import masked_lm_sums, sentence_order_sums, summarize
 
 
@@ -81,15 +81,12 @@ def evaluate_pretraining(
         ...     max_seq_length=128)                              # doctest: +SKIP
         >>> results["sop_accuracy"]                              # doctest: +SKIP
     """
-    dataset = pretraining_dataset(
+    dataset = held_out_dataset(
         eval_files,
         batch_size=batch_size,
         max_seq_length=max_seq_length,
         max_predictions_per_seq=max_predictions_per_seq,
         seed=seed,
-        shuffle=False,
-        repeat=False,
-        drop_remainder=False,
     )
 
     @tf.function
