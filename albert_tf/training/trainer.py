@@ -492,8 +492,6 @@ class PretrainingTrainer:
             window_steps += 1
             step = self.step
             bar.update(1)
-            if step % options.save_checkpoints_steps == 0:
-                self.manager.save(checkpoint_number=step)
             if step % options.log_every_steps == 0 or step == options.num_train_steps:
                 elapsed = time.perf_counter() - window_start
                 last = summarize(window)
@@ -514,6 +512,11 @@ class PretrainingTrainer:
                 and (step % options.eval_every_steps == 0)
             ):
                 self.evaluate(log=lambda *_: None)
+            # Saved after this step's metrics are written: a run killed in
+            # between resumes from the previous checkpoint and rewrites them,
+            # so the learning curve never misses a step.
+            if step % options.save_checkpoints_steps == 0:
+                self.manager.save(checkpoint_number=step)
         bar.close()
         if self.manager.latest_checkpoint != self._checkpoint_path(self.step):
             self.manager.save(checkpoint_number=self.step)
