@@ -44,7 +44,8 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if not os.path.isdir(FLAGS.model):
         sys.exit(f"evaluate_pretraining: no model directory at {FLAGS.model}")
-    if not glob.glob(FLAGS.eval_files):
+    files = sorted(glob.glob(FLAGS.eval_files))
+    if not files:
         sys.exit(f"evaluate_pretraining: --eval_files={FLAGS.eval_files} matches no file")
 
     import albert_tf
@@ -52,7 +53,7 @@ def main(argv: list[str]) -> None:
     from albert_tf.training.evaluation import evaluate_pretraining
 
     model = albert_tf.load(FLAGS.model)
-    shards_dir = os.path.dirname(sorted(glob.glob(FLAGS.eval_files))[0])
+    shards_dir = os.path.dirname(files[0])
     meta = read_metadata(shards_dir) or {}
     vocab_size = model.backbone.config.vocab_size
     if meta.get("vocabulary_size", vocab_size) != vocab_size:

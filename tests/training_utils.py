@@ -49,3 +49,19 @@ def tiny_options(model_dir, prepared, **overrides):
 
 def flat_weights(model) -> np.ndarray:
     return np.concatenate([np.asarray(w, np.float64).ravel() for w in model.weights])
+
+
+def scoring_batches(files: str, max_seq_length: int = 32, batch_size: int = 8):
+    """The held-out batches every scorer should see, spelled out with the
+    general pipeline's own arguments (not through `held_out_dataset`)."""
+    from albert_tf.data.pipeline import pretraining_dataset
+
+    return pretraining_dataset(
+        files,
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+        seed=12345,
+        shuffle=False,
+        repeat=False,
+        drop_remainder=False,
+    )

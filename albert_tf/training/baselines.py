@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data.pipeline import held_out_dataset
+from albert_tf.training.evaluation import sum_over_batches
 
 
 def token_counts(files: str, vocab_size: int, exclude: tuple[int, ...]) -> np.ndarray:
@@ -54,18 +55,19 @@ def unigram_baseline(
         max_predictions_per_seq=max_predictions_per_seq,
         seed=seed,
     )
-    hits = total = 0.0
-    nll = 0.0
-    for i, (_, labels) in enumerate(dataset):
-        if max_batches and i >= max_batches:
-            break
-        ids = labels["mask_ids"].numpy()
-        weights = labels["mask_weights"].numpy()
-        hits += float(((ids == mode) * weights).sum())
-        nll += float((-np.log(probabilities[ids]) * weights).sum())
-        total += float(weights.sum())
+
+    def sums(batch):
+        ids = batch[1]["mask_ids"].numpy()
+        weights = batch[1]["mask_weights"].numpy()
+        return {
+            "hits": ((ids == mode) * weights).sum(),
+            "nll": (-np.log(probabilities[ids]) * weights).sum(),
+            "total": weights.sum(),
+        }
+
+    totals = sum_over_batches(sums, dataset, max_batches)
     return {
-        "unigram_mlm_accuracy": hits / total,
-        "unigram_mlm_loss": nll / total,
+        "unigram_mlm_accuracy": totals["hits"] / totals["total"],
+        "unigram_mlm_loss": totals["nll"] / totals["total"],
         "unigram_mode_id": mode,
     }

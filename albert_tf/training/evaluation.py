@@ -37,12 +37,15 @@ def sum_over_batches(
 def with_standard_errors(results: dict[str, float], totals: dict[str, float]) -> dict[str, float]:
     """Adds the binomial standard error of each accuracy and its count."""
     out = dict(results)
-    for task, count_key in (("mlm", "mlm_count"), ("sop", "sop_count")):
+    for task, count_key, count_name in (
+        ("mlm", "mlm_count", "mlm_predictions"),
+        ("sop", "sop_count", "sop_examples"),
+    ):
         n = totals.get(count_key, 0.0)
         if n and f"{task}_accuracy" in out:
             p = out[f"{task}_accuracy"]
             out[f"{task}_accuracy_stderr"] = math.sqrt(p * (1.0 - p) / n)
-            out[f"{task}_examples" if task == "sop" else "mlm_predictions"] = n
+            out[count_name] = n
     return out
 
 

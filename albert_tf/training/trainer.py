@@ -35,7 +35,7 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from albert_tf.config import AlbertConfig
-from albert_tf.data.pipeline import pretraining_dataset
+from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
 from albert_tf.training.evaluation import sum_over_batches, with_standard_errors
 from albert_tf.training.losses import masked_lm_sums, sentence_order_sums, summarize
@@ -171,8 +171,12 @@ class PretrainingTrainer:
         # DistributedIterator is not), and identical on every worker, so the
         # chief's saved position is right for all of them.
         self._train_iterator = iter(
-            self._global_batches(
-                options.train_files, options.micro_batch_size, shuffle=True, repeat=True
+            pretraining_dataset(
+                options.train_files,
+                batch_size=options.micro_batch_size,
+                max_seq_length=options.max_seq_length,
+                max_predictions_per_seq=options.max_predictions_per_seq,
+                seed=options.seed,
             )
         )
         # Keras keeps dropout's random state in SeedGenerator variables that
@@ -256,27 +260,6 @@ class PretrainingTrainer:
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(self._run_record(), f, indent=2, sort_keys=True)
             os.replace(tmp, path)
-
-    def _global_batches(
-        self,
-        files: str,
-        global_batch: int,
-        *,
-        shuffle: bool,
-        repeat: bool,
-        drop_remainder: bool = True,
-    ) -> tf.data.Dataset:
-        options = self.options
-        return pretraining_dataset(
-            files,
-            batch_size=global_batch,
-            max_seq_length=options.max_seq_length,
-            max_predictions_per_seq=options.max_predictions_per_seq,
-            seed=options.seed,
-            shuffle=shuffle,
-            repeat=repeat,
-            drop_remainder=drop_remainder,
-        )
 
     def _distribute(self, batch):
         """Each replica's slice of a global batch.
@@ -537,13 +520,14 @@ class PretrainingTrainer:
         if cached is not None and cached["step"] == self.step:
             log("eval " + ", ".join(f"{k}={v:.4f}" for k, v in cached.items()))
             return dict(cached)
-        dataset = self._global_batches(
-            # Keep the last partial batch: a small held-out set counts whole.
+        # One pass in file order, the last short batch kept: a small held-out
+        # set counts whole.
+        dataset = held_out_dataset(
             options.eval_files,
-            options.eval_batch_size,
-            shuffle=False,
-            repeat=False,
-            drop_remainder=False,
+            batch_size=options.eval_batch_size,
+            max_seq_length=options.max_seq_length,
+            max_predictions_per_seq=options.max_predictions_per_seq,
+            seed=options.seed,
         )
         totals = sum_over_batches(
             lambda batch: self._eval_fn(*self._distribute(batch)), dataset, options.num_eval_steps

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 import tensorflow as tf
+from training_utils import scoring_batches
 
-from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.tokenizers import load_tokenizer
 from albert_tf.training.baselines import unigram_baseline
 
@@ -25,15 +25,7 @@ def test_unigram_baseline_matches_a_python_count(prepared, vocab):
 
     hits = n = 0
     nll = 0.0
-    for _, labels in pretraining_dataset(
-        prepared.eval_files,
-        batch_size=8,
-        max_seq_length=32,
-        seed=12345,
-        shuffle=False,
-        repeat=False,
-        drop_remainder=False,
-    ):
+    for _, labels in scoring_batches(prepared.eval_files):
         ids = labels["mask_ids"].numpy().ravel()
         weights = labels["mask_weights"].numpy().ravel()
         for i, w in zip(ids, weights, strict=True):

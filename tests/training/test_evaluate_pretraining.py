@@ -9,10 +9,9 @@ import sys
 
 import numpy as np
 import pytest
-from training_utils import tiny_albert, tiny_options
+from training_utils import scoring_batches, tiny_albert, tiny_options
 
 from albert_tf.checkpoints.saved_format import save_model
-from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.training.trainer import PretrainingTrainer
 
 
@@ -58,15 +57,7 @@ def test_scores_match_the_trainer_and_a_plain_numpy_count(trained, prepared):
 
     # Accuracies counted directly from the model's argmax, without the loss code.
     correct = total = mlm_correct = mlm_total = 0
-    for features, labels in pretraining_dataset(
-        prepared.eval_files,
-        batch_size=8,
-        max_seq_length=32,
-        seed=12345,
-        shuffle=False,
-        repeat=False,
-        drop_remainder=False,
-    ):
+    for features, labels in scoring_batches(prepared.eval_files):
         outputs = trainer.model(features, training=False)
         predicted = np.argmax(outputs["sop_logits"], axis=-1)
         correct += int((predicted == labels["sentence_order_label"].numpy()).sum())
