@@ -13,6 +13,8 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
+from albert_tf import kernels
+
 _SQRT_2_OVER_PI = 0.7978845608028654
 _CUBIC = 0.044715
 
@@ -43,8 +45,14 @@ def gelu_new(x):
     >>> ref = keras.activations.gelu(x, approximate=True)
     >>> bool(np.allclose(gelu_new(x), ref, atol=1e-6))
     True
+
+    Inside `albert_tf.kernels.fused()` (the trainers' steps) on CPU, one fused
+    kernel computes it and another its gradient.
     """
-    return _gelu_tanh(tf.convert_to_tensor(x))
+    x = tf.convert_to_tensor(x)
+    if kernels.supports(x):
+        return kernels.gelu_tanh(x)
+    return _gelu_tanh(x)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

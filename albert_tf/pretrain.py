@@ -98,6 +98,12 @@ flags.DEFINE_enum(
     "(avx512_bf16, AMX), else float32.",
 )
 flags.DEFINE_bool("jit_compile", False, "XLA-compile the model's forward and backward pass.")
+flags.DEFINE_bool(
+    "fused_kernels",
+    True,
+    "On CPU, run GELU and LayerNorm as fused kernels (built with the C++ compiler on "
+    "first use; stock TensorFlow ops if that fails). Not with --jit_compile.",
+)
 flags.DEFINE_integer("seed", 12345, "Seed of data order, masks and initialisation.")
 # --- distribution
 flags.DEFINE_enum("strategy", "default", list(STRATEGIES), "tf.distribute strategy.")
@@ -207,6 +213,7 @@ def main(argv: list[str]) -> None:
         sentence_task=FLAGS.sentence_task,
         precision=FLAGS.precision,
         jit_compile=FLAGS.jit_compile,
+        fused_kernels=FLAGS.fused_kernels,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max,
         eval_every_steps=FLAGS.eval_every_steps,

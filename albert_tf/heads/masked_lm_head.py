@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from albert_tf.activations import get_activation
+from albert_tf.layers.layer_norm import AlbertLayerNormalization
 
 
 class MaskedLMHead(keras.layers.Layer):
@@ -57,7 +58,7 @@ class MaskedLMHead(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="dense",
         )
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = AlbertLayerNormalization(
             epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm"
         )
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 import keras_hub
 
+from albert_tf.layers.layer_norm import AlbertLayerNormalization
+
 
 class FactorizedEmbedding(keras.layers.Layer):
     """Token, position and segment embeddings at width E, projected to width H.
@@ -91,7 +93,7 @@ class FactorizedEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="segment_embedding",
         )
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = AlbertLayerNormalization(
             epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm"
         )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")

@@ -9,6 +9,7 @@ import keras
 import keras_hub
 
 from albert_tf.layers.attention import AlbertAttention
+from albert_tf.layers.layer_norm import AlbertLayerNormalization
 
 
 class AlbertTransformerLayer(keras_hub.layers.TransformerEncoder):
@@ -111,7 +112,7 @@ class AlbertTransformerLayer(keras_hub.layers.TransformerEncoder):
                 name="self_attention_layer",
             )
             self._self_attention_layer.build(query_shape=inputs_shape, value_shape=inputs_shape)
-            self._self_attention_layer_norm = keras.layers.LayerNormalization(
+            self._self_attention_layer_norm = AlbertLayerNormalization(
                 epsilon=self.layer_norm_epsilon,
                 dtype=self.dtype_policy,
                 name="self_attention_layer_norm",
@@ -141,7 +142,7 @@ class AlbertTransformerLayer(keras_hub.layers.TransformerEncoder):
                 name="feedforward_output_dense",
             )
             self._feedforward_output_dense.build((*inputs_shape[:-1], self.intermediate_dim))
-            self._feedforward_layer_norm = keras.layers.LayerNormalization(
+            self._feedforward_layer_norm = AlbertLayerNormalization(
                 epsilon=self.layer_norm_epsilon,
                 dtype=self.dtype_policy,
                 name="feedforward_layer_norm",

@@ -19,6 +19,7 @@ import time
 
 import tensorflow as tf
 
+from albert_tf import kernels
 from albert_tf.serving.multiple_choice_module import MultipleChoiceServingModule
 
 #: Written by fine-tuning next to the checkpoint: max_seq_length, max_qa_length, metrics.
@@ -112,15 +113,18 @@ def export_saved_model(
     os.makedirs(export_dir, exist_ok=True)
     tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tf.saved_model.save(
-        module,
-        tmp,
-        signatures={
-            "serving_default": module.serving_default,
-            "score_ids": module.score_ids,
-            "tokenize": module.tokenize,
-        },
-    )
+    # Stock ops only, even inside a trainer's fused() block: TF Serving has
+    # no albert_tf kernels.
+    with kernels.fused(False):
+        tf.saved_model.save(
+            module,
+            tmp,
+            signatures={
+                "serving_default": module.serving_default,
+                "score_ids": module.score_ids,
+                "tokenize": module.tokenize,
+            },
+        )
     extra = os.path.join(tmp, "assets.extra")
     tokenizer.save(os.path.join(extra, "tokenizer"))
     metadata = {

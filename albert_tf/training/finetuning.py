@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import kernels
 from albert_tf.checkpoints.saved_format import save_model
 from albert_tf.data.multiple_choice import (
     MultipleChoiceExample,
@@ -50,6 +51,8 @@ class MultipleChoiceTrainer:
         seed: shuffling seed.
         progress: show a progress bar.
         language: stored in ``finetune.json`` (the exporter and the app show it).
+        fused_kernels: on CPU, run GELU and LayerNorm as fused kernels in its
+            steps (`albert_tf.kernels`); saved models are unaffected.
 
     Example:
         >>> trainer = MultipleChoiceTrainer(model, tokenizer, output_dir="runs/mc",
@@ -80,6 +83,7 @@ class MultipleChoiceTrainer:
         seed: int = 0,
         progress: bool = True,
         language: str = "",
+        fused_kernels: bool = True,
     ):
         if max_seq_length > model.config.max_position_embeddings:
             raise ValueError(
@@ -103,6 +107,7 @@ class MultipleChoiceTrainer:
         self.optimizer_name, self.weight_decay_rate = optimizer, weight_decay_rate
         self.eval_every, self.patience, self.seed = eval_every, patience, seed
         self.progress, self.language = progress, language
+        self.fused_kernels = fused_kernels
         self._predict = tf.function(self._logits, input_signature=[_IDS, _IDS, _IDS])
 
     # -- data --------------------------------------------------------------
@@ -129,7 +134,8 @@ class MultipleChoiceTrainer:
             "segment_ids": segment_ids,
             "padding_mask": padding_mask,
         }
-        return tf.cast(self.model(features, training=training), tf.float32)
+        with kernels.fused(self.fused_kernels):
+            return tf.cast(self.model(features, training=training), tf.float32)
 
     def _build_train_step(self, optimizer):
         model = self.model

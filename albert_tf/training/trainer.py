@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
+from albert_tf import kernels
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
@@ -70,6 +71,7 @@ class PretrainingOptions:
     sentence_task: str = "sop"
     precision: str = "auto"
     jit_compile: bool = False
+    fused_kernels: bool = True
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 5
     eval_every_steps: int = 0
@@ -227,6 +229,7 @@ class PretrainingTrainer:
             "num_train_steps",
             "save_checkpoints_steps",
             "keep_checkpoint_max",
+            "fused_kernels",
         ):
             options.pop(key)
         return {"albert_config": self.config.to_hf_dict(), "options": options}
@@ -302,7 +305,10 @@ class PretrainingTrainer:
         return [v for v in variables if id(v) not in unused]
 
     def _forward_sums(self, features, labels, training: bool):
-        outputs = self.model(features, training=training)
+        # XLA cannot compile the fused kernels (custom ops); it fuses anyway.
+        use_fused = self.options.fused_kernels and not self.options.jit_compile
+        with kernels.fused(use_fused):
+            outputs = self.model(features, training=training)
         sums = masked_lm_sums(outputs["mlm_logits"], labels["mask_ids"], labels["mask_weights"])
         sums.update(sentence_order_sums(outputs["sop_logits"], labels["sentence_order_label"]))
         return sums

@@ -257,3 +257,23 @@ def test_export_layout_versions_and_errors(mc_models, tmp_path):
             tmp_path / "x",
             tokenizer_dir=mc_models["en"]["model"] / "tokenizer",
         )
+
+
+def test_export_inside_a_fused_block_keeps_stock_ops(mc_models, tmp_path):
+    # TF Serving has no albert_tf kernels: an export made in the same process
+    # as a training run (whose steps use them) must not contain them.
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from albert_tf import kernels
+
+    with kernels.fused():
+        assert kernels.active()
+        export_saved_model(mc_models["en"]["model"], tmp_path / "export", version=1)
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((tmp_path / "export" / "1" / "saved_model.pb").read_bytes())
+    graph = proto.meta_graphs[0].graph_def
+    ops = {n.op for n in graph.node}
+    for function in graph.library.function:
+        ops.update(n.op for n in function.node_def)
+    assert "BatchMatMulV2" in ops or "MatMul" in ops  # the encoder is in there
+    assert not {op for op in ops if op.startswith("Albert")}

@@ -100,6 +100,28 @@ def test_xla_matches_graph_mode(tmp_path, prepared, vocab):
     assert np.abs(flat_weights(plain.model) - flat_weights(xla.model)).max() < 1e-4
 
 
+def _step_op_types(trainer) -> set[str]:
+    batch = trainer._distribute(next(trainer._train_iterator))
+    graph_def = trainer._train_fn.get_concrete_function(*batch).graph.as_graph_def()
+    nodes = list(graph_def.node)
+    for function in graph_def.library.function:
+        nodes.extend(function.node_def)
+    return {node.op for node in nodes}
+
+
+def test_fused_kernels_train_like_stock_ops(tmp_path, prepared, vocab):
+    fused = _train(tmp_path, prepared, vocab, "fused")
+    stock = _train(tmp_path, prepared, vocab, "stock", fused_kernels=False)
+    assert {"AlbertGeluTanh", "AlbertGeluTanhGrad", "AlbertLayerNorm", "AlbertLayerNormGrad"} <= (
+        _step_op_types(fused)
+    )
+    assert not any(op.startswith("Albert") for op in _step_op_types(stock))
+    initial = PretrainingTrainer(tiny_albert(vocab), tiny_options(tmp_path / "init", prepared))
+    learned = np.abs(flat_weights(fused.model) - flat_weights(initial.model)).max()
+    differ = np.abs(flat_weights(fused.model) - flat_weights(stock.model)).max()
+    assert differ < 1e-4 < 1e-2 < learned, (differ, learned)
+
+
 def test_incompatible_model_dir_is_refused(tmp_path, prepared, vocab):
     _train(tmp_path, prepared, vocab, "run", num_train_steps=2)
     with pytest.raises(ValueError, match="hidden_size: 32 -> 64"):
