@@ -35,7 +35,18 @@ import tensorflow as tf
 
 from albert_tf.kernels.build import KernelBuildError, build
 
-__all__ = ["KernelBuildError", "active", "available", "fused", "gelu_tanh", "layer_norm", "load"]
+__all__ = [
+    "KernelBuildError",
+    "active",
+    "available",
+    "fused",
+    "gelu_tanh",
+    "layer_norm",
+    "load",
+    "masked_softmax",
+    "merge_heads",
+    "split_heads",
+]
 
 _LOG = logging.getLogger(__name__)
 _DTYPES = (tf.float32, tf.bfloat16)
@@ -144,3 +155,55 @@ def layer_norm(x, gamma, beta, epsilon: float) -> tf.Tensor:
         return tf.reshape(y, shape), grad
 
     return forward(x, gamma, beta)
+
+
+def masked_softmax(scores, mask) -> tf.Tensor:
+    """Softmax over the last axis of [B, N, S, K] scores where ``mask``
+    ([B, S, K] or [B, 1, K], true = allowed) allows; disallowed scores count
+    as -1e9."""
+    ops = load()
+    mask = tf.cast(mask, tf.bool)
+
+    @tf.custom_gradient
+    def forward(scores):
+        probs = ops.albert_masked_softmax(scores, mask)
+
+        def grad(dprobs):
+            return ops.albert_masked_softmax_grad(dprobs, probs, mask)
+
+        return probs, grad
+
+    return forward(tf.convert_to_tensor(scores))
+
+
+def split_heads(x, num: int, heads: int) -> list[tf.Tensor]:
+    """[B, S, num·heads·D] → ``num`` tensors [B, heads, S, D] in one copy."""
+    ops = load()
+
+    @tf.custom_gradient
+    def forward(x):
+        outs = ops.albert_split_heads(x, num=num, heads=heads)
+
+        def grad(*douts):
+            douts = [tf.zeros_like(o) if d is None else d for d, o in zip(douts, outs, strict=True)]
+            return ops.albert_merge_heads(douts)
+
+        return list(outs), grad
+
+    return forward(tf.convert_to_tensor(x))
+
+
+def merge_heads(tensors) -> tf.Tensor:
+    """``num`` tensors [B, N, S, D] → [B, S, num·N·D]; inverse of `split_heads`."""
+    ops = load()
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    heads = tensors[0].shape[1]
+
+    @tf.custom_gradient
+    def forward(*tensors):
+        def grad(dy):
+            return ops.albert_split_heads(dy, num=len(tensors), heads=heads)
+
+        return ops.albert_merge_heads(list(tensors)), grad
+
+    return forward(*tensors)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
+
+from albert_tf import kernels
 
 
 class AlbertAttention(keras.layers.MultiHeadAttention):
@@ -107,6 +110,8 @@ class AlbertAttention(keras.layers.MultiHeadAttention):
             axis=0,
         )
         qkv = ops.matmul(ops.reshape(x, (-1, hidden)), w_qkv) + b_qkv  # [B·S, 3·N·D]
+        if attention_mask is not None and len(attention_mask.shape) == 3 and kernels.supports(qkv):
+            return self._fused_self_attention(qkv, attention_mask, (batch, seq), training)
         qkv = ops.reshape(qkv, (batch, seq, 3, heads, head_dim))
         qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # [3, B, N, S, D]
         # Unstack, not indexing: the gradient of three slices is three
@@ -124,7 +129,26 @@ class AlbertAttention(keras.layers.MultiHeadAttention):
         context = ops.matmul(probs, v)  # [B, N, S, D]
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, width))
 
+        return self._output_projection(context, (batch, seq))
+
+    def _output_projection(self, context, batch_seq):
         out_dense = self._output_dense
-        w_out = kernel(out_dense, (width, out_dense.kernel.shape[-1]))
-        out = ops.matmul(context, w_out) + ops.cast(out_dense.bias, dtype)  # [B·S, H]
-        return ops.reshape(out, (batch, seq, -1))
+        width = self.num_heads * self.key_dim
+        w_out = ops.reshape(
+            ops.cast(out_dense.kernel, self.compute_dtype), (width, out_dense.kernel.shape[-1])
+        )
+        out = ops.matmul(context, w_out) + ops.cast(out_dense.bias, self.compute_dtype)
+        return ops.reshape(out, (*batch_seq, -1))  # [B, S, H]
+
+    def _fused_self_attention(self, qkv, attention_mask, batch_seq, training):
+        """The same arithmetic through `albert_tf.kernels` (inside a trainer's
+        step on CPU): the head split/merge copies replace two transposes, and
+        one kernel each way does the mask, the float32 softmax and its casts."""
+        heads, width = self.num_heads, self.num_heads * self.key_dim
+        qkv = tf.reshape(qkv, (*batch_seq, 3 * width))
+        q, k, v = kernels.split_heads(qkv, 3, heads)  # 3 × [B, N, S, D]
+        scores = tf.matmul(q, k, transpose_b=True)  # [B, N, S, S]
+        probs = kernels.masked_softmax(scores, attention_mask)
+        probs = self._dropout_layer(probs, training=training)
+        context = kernels.merge_heads([tf.matmul(probs, v)])  # [B, S, N·D]
+        return self._output_projection(tf.reshape(context, (-1, width)), batch_seq)

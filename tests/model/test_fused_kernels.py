@@ -178,3 +178,94 @@ def test_missing_compiler_falls_back_to_stock_ops(tmp_path):
     assert "no C++ compiler 'no-such-compiler-for-albert'" in out.stdout
     assert "fused kernels unavailable" in out.stderr
     assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())
+
+
+def _softmax64(scores, mask):
+    scores = tf.cast(scores, tf.float64)
+    allowed = tf.expand_dims(tf.cast(mask, tf.bool), 1)
+    return tf.nn.softmax(tf.where(allowed, scores, tf.constant(-1e9, tf.float64)), axis=-1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("mask_queries", ["per_query", "padding"])
+def test_masked_softmax_value_and_gradient(dtype, mask_queries):
+    rng = np.random.RandomState(6)
+    b, n, s, k = 3, 2, 5, 37  # 37 keys: the vector loop and its scalar tail
+    scores = tf.cast(rng.randn(b, n, s, k) * 4, dtype)
+    mask = rng.rand(b, s if mask_queries == "per_query" else 1, k) > 0.3
+    mask[1, -1, :] = False  # a query allowed nothing: uniform, as the stock path
+    mask = tf.constant(mask)
+    dy = rng.randn(b, n, s, k).astype("float32")
+    probs, (dscores,) = _value_and_grads(lambda x: kernels.masked_softmax(x, mask), [scores], dy)
+    ref, (dref,) = _value_and_grads(
+        lambda x: _softmax64(x, mask), [tf.cast(scores, tf.float64)], tf.cast(dy, dtype)
+    )
+    assert probs.dtype == dtype
+    got, ref = tf.cast(probs, tf.float64).numpy(), ref.numpy()
+    np.testing.assert_allclose(got[1, :, -1], 1 / k, rtol=1e-2)
+    if dtype == "float32":
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-9)
+    else:  # float32 inside, one rounding
+        assert (np.abs(got - ref) <= _bf16_ulp(ref) + 1e-9).all()
+    masked = ~np.broadcast_to(mask.numpy()[:, None], got.shape)
+    assert (tf.cast(dscores, tf.float64).numpy()[masked] == 0).all()
+    scale = np.abs(dref.numpy()).max()
+    limit = 1e-6 if dtype == "float32" else 2e-2
+    assert np.abs(tf.cast(dscores, tf.float64).numpy() - dref.numpy()).max() < limit * scale
+
+
+def test_split_and_merge_heads_are_the_transposes():
+    rng = np.random.RandomState(7)
+    b, s, n, d = 2, 5, 3, 4
+    x = tf.constant(rng.randn(b, s, 2 * n * d).astype("float32"))
+    outs = kernels.split_heads(x, 2, n)
+    want = tf.unstack(tf.transpose(tf.reshape(x, (b, s, 2, n, d)), (2, 0, 3, 1, 4)))
+    for got, ref in zip(outs, want, strict=True):
+        np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(kernels.merge_heads(outs), x)
+    # Gradients: each is the other op, so a weighted sum checks both ways.
+    w = [tf.constant(rng.randn(*o.shape).astype("float32")) for o in outs]
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        total = sum(
+            tf.reduce_sum(o * wi) for o, wi in zip(kernels.split_heads(x, 2, n), w, strict=True)
+        )
+    np.testing.assert_array_equal(
+        tape.gradient(total, x),
+        tf.reshape(tf.stack([tf.transpose(wi, (0, 2, 1, 3)) for wi in w], 2), x.shape),
+    )
+
+
+@pytest.mark.parametrize("dtype_policy", ["float32", "mixed_bfloat16"])
+def test_attention_layer_fused_matches_stock(dtype_policy):
+    from albert_tf.layers.attention import AlbertAttention
+
+    rng = np.random.RandomState(8)
+    layer = AlbertAttention(num_heads=4, key_dim=8, dtype=dtype_policy)
+    # In the compute dtype, as inside the encoder: a float32 input under
+    # mixed_bfloat16 is cast once as query and once as value, and two
+    # tensors mean cross-attention (the parent's path).
+    x = tf.constant(rng.randn(2, 6, 32), layer.compute_dtype)
+    mask = tf.constant(rng.rand(2, 6, 6) > 0.2)
+    layer.build(query_shape=x.shape, value_shape=x.shape)
+
+    def run():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.cast(layer(query=x, value=x, attention_mask=mask), tf.float32)
+            loss = tf.reduce_sum(y * tf.sin(y))
+        return y, tape.gradient(loss, [x, *layer.trainable_variables])
+
+    stock_y, stock_grads = tf.function(run)()
+    with kernels.fused():
+        fused_fn = tf.function(run)
+        ops = {op.type for op in fused_fn.get_concrete_function().graph.get_operations()}
+        fused_y, fused_grads = fused_fn()
+    assert {"AlbertMaskedSoftmax", "AlbertSplitHeads", "AlbertMergeHeads"} <= ops
+    tol = 1e-5 if dtype_policy == "float32" else 3e-2
+    np.testing.assert_allclose(fused_y, stock_y, atol=tol * np.abs(stock_y).max())
+    # One scale for all: the key bias's gradient is zero up to rounding (a
+    # per-query constant shift of the scores leaves the softmax unchanged).
+    scale = max(np.abs(s.numpy()).max() for s in stock_grads)
+    for f, s in zip(fused_grads, stock_grads, strict=True):
+        np.testing.assert_allclose(f, s, atol=tol * scale)
