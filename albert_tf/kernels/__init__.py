@@ -1,9 +1,11 @@
-"""Fused CPU kernels for training: tanh-GELU and LayerNorm, one pass each.
+"""Fused CPU kernels for training: tanh-GELU, LayerNorm and attention glue.
 
 On CPU a training step's elementwise work costs memory passes, one per
 TensorFlow op; the fused kernels (``fused_ops.cc``) replace GELU's ~18 ops
-and LayerNorm's ~25 (forward + backward) with one or two, computed in float32
-and rounded once. ``bench/README.md`` has what they buy.
+and LayerNorm's ~25 (forward + backward) with one or two, and attention's
+mask + float32 softmax + casts and its head transposes with one kernel each
+way, computing in float32 and rounding once. ``bench/README.md`` has what
+they buy.
 
 They are used only inside `fused()`, which the trainers enter; a model you
 build and call yourself runs stock TensorFlow ops, so what you save with
@@ -46,6 +48,7 @@ __all__ = [
     "masked_softmax",
     "merge_heads",
     "split_heads",
+    "supports",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -74,20 +77,19 @@ def load() -> ModuleType:
         try:
             _library = tf.load_op_library(build())
         except (KernelBuildError, tf.errors.NotFoundError, OSError) as e:
+            # Only the first failure gets here: later calls re-raise above.
             _error = str(e)
+            _LOG.warning("albert_tf fused kernels unavailable, using stock TensorFlow ops: %s", e)
             raise KernelBuildError(_error) from e
         return _library
 
 
 def available() -> bool:
-    """Whether the kernels are (or can be) loaded; warns once when not."""
+    """Whether the kernels are (or can be) loaded; `load` warns once when not."""
     try:
         load()
         return True
-    except KernelBuildError as e:
-        if not getattr(available, "_warned", False):
-            available._warned = True  # type: ignore[attr-defined]
-            _LOG.warning("albert_tf fused kernels unavailable, using stock TensorFlow ops: %s", e)
+    except KernelBuildError:
         return False
 
 
@@ -112,6 +114,7 @@ def active() -> bool:
 
 
 def supports(x: tf.Tensor) -> bool:
+    """Whether a layer traced now should run ``x`` through the fused kernels."""
     return active() and x.dtype in _DTYPES
 
 
