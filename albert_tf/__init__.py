@@ -5,6 +5,7 @@
 """
 
 from albert_tf.checkpoints.saved_format import load, load_multiple_choice, save_model
+from albert_tf.cli import install_module_aliases
 from albert_tf.config import AlbertConfig, ConfigError
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.multiple_choice_model import AlbertMultipleChoice
@@ -25,3 +26,5 @@ __all__ = [
     "load_multiple_choice",
     "save_model",
 ]
+
+install_module_aliases()  # `python -m albert_tf.pretrain` & co. (see albert_tf.cli)

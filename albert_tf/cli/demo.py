@@ -14,7 +14,9 @@ import os
 import tempfile
 import time
 
-from absl import app, flags
+from absl import flags
+
+from albert_tf.cli import runner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "albert_base_v2", "Model shape to build.")
@@ -23,9 +25,7 @@ flags.DEFINE_integer("max_seq_length", 64, "Sequence length of the demo batch.")
 flags.DEFINE_string("output_dir", None, "Where to keep the tokenizer (default: a temp dir).")
 
 
-def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+def main() -> None:
     import numpy as np
     import tensorflow as tf
 
@@ -87,5 +87,10 @@ def main(argv: list[str]) -> None:
     )
 
 
+def run() -> None:
+    """The `albert-demo` console script."""
+    runner.run(main, "demo")
+
+
 if __name__ == "__main__":
-    app.run(main)
+    run()

@@ -16,7 +16,10 @@ offline, see `albert_tf.data.tfds_corpus`).
 
 from __future__ import annotations
 
-from absl import app, flags
+from absl import flags
+
+from albert_tf.cli import runner
+from albert_tf.cli.runner import UserError
 
 _INPUT = flags.DEFINE_list("input", None, "Input files or globs (text or jsonl, gzip or not).")
 _TFDS_NAME = flags.DEFINE_string(
@@ -27,12 +30,8 @@ _TFDS_DATA_DIR = flags.DEFINE_string("tfds_data_dir", None, "tfds data_dir.")
 _TFDS_TEXT_KEY = flags.DEFINE_string(
     "tfds_text_key", None, "tfds text feature (default: the first Text feature)."
 )
-_TOKENIZER_DIR = flags.DEFINE_string(
-    "tokenizer_dir", None, "Directory a Tokenizer was saved to.", required=True
-)
-_OUTPUT_DIR = flags.DEFINE_string(
-    "output_dir", None, "Where shards and metadata.json go.", required=True
-)
+_TOKENIZER_DIR = flags.DEFINE_string("tokenizer_dir", None, "Directory a Tokenizer was saved to.")
+_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where shards and metadata.json go.")
 _MAX_SEQ_LENGTH = flags.DEFINE_integer("max_seq_length", 512, "Tokens per example.")
 _SENTENCE_TASK = flags.DEFINE_enum(
     "sentence_task", "sop", ["sop", "nsp", "none"], "Sentence-level task."
@@ -56,12 +55,11 @@ _CHINESE_SEGMENTER = flags.DEFINE_enum(
 )
 
 
-def main(argv: list[str]) -> None:
-    del argv
+def main() -> None:
     from albert_tf.data.pretraining import write_pretraining_data
 
     if bool(_INPUT.value) == bool(_TFDS_NAME.value):
-        raise app.UsageError("give exactly one of --input or --tfds_name")
+        raise UserError("give exactly one of --input or --tfds_name")
     write_pretraining_data(
         tokenizer=_TOKENIZER_DIR.value,
         output_dir=_OUTPUT_DIR.value,
@@ -81,5 +79,10 @@ def main(argv: list[str]) -> None:
     )
 
 
+def run() -> None:
+    """The `albert-create-pretraining-data` console script."""
+    runner.run(main, "create_pretraining_data", required=["tokenizer_dir", "output_dir"])
+
+
 if __name__ == "__main__":
-    app.run(main)
+    run()

@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import os
 
-from absl import app, flags
+from absl import flags
 
+from albert_tf.cli import runner
+from albert_tf.cli.runner import UserError
 from albert_tf.training.strategies import STRATEGIES
 from albert_tf.training.trainer import PRECISIONS, SENTENCE_TASKS
 
@@ -118,7 +120,6 @@ flags.DEFINE_integer(
 flags.DEFINE_integer("eval_batch_size", 64, "Held-out batch size.")
 flags.DEFINE_integer("num_eval_steps", 100, "Held-out batches per evaluation (0: all).")
 flags.DEFINE_bool("progress_bar", True, "Show a progress bar.")
-flags.mark_flag_as_required("model_dir")
 
 
 def build_config(vocab_size: int):
@@ -145,18 +146,16 @@ def build_config(vocab_size: int):
     if config.vocab_size != vocab_size:
         overrides["vocab_size"] = vocab_size  # the model follows its tokenizer
     if FLAGS.max_seq_length > config.max_position_embeddings:
-        raise app.UsageError(
+        raise UserError(
             f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
             f"max_position_embeddings={config.max_position_embeddings}."
         )
     return config.replace(**overrides)
 
 
-def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+def main() -> None:
     if bool(FLAGS.corpus) == bool(FLAGS.train_files):
-        raise app.UsageError("Give exactly one of --corpus or --train_files.")
+        raise UserError("Give exactly one of --corpus or --train_files.")
 
     from albert_tf.checkpoints.saved_format import save_model
     from albert_tf.data.pretraining import read_metadata
@@ -192,7 +191,7 @@ def main(argv: list[str]) -> None:
             meta = read_metadata(os.path.dirname(first[0])) if first else None
             tokenizer_dir = (meta or {}).get("tokenizer_dir")
         if tokenizer_dir is None:
-            raise app.UsageError("--train_files runs need --tokenizer_dir.")
+            raise UserError("--train_files runs need --tokenizer_dir.")
     tokenizer = load_tokenizer(tokenizer_dir)
     config = build_config(tokenizer.vocabulary_size)
     options = PretrainingOptions(
@@ -260,5 +259,10 @@ def main(argv: list[str]) -> None:
     print(f"saved {final} (load it with albert_tf.load)")
 
 
+def run() -> None:
+    """The `albert-pretrain` console script."""
+    runner.run(main, "pretrain", required=["model_dir"])
+
+
 if __name__ == "__main__":
-    app.run(main)
+    run()

@@ -15,9 +15,11 @@ from __future__ import annotations
 import glob
 import json
 import os
-import sys
 
-from absl import app, flags
+from absl import flags
+
+from albert_tf.cli import runner
+from albert_tf.cli.runner import UserError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", None, "Model directory (albert_tf format), e.g. MODEL_DIR/final.")
@@ -36,17 +38,14 @@ flags.DEFINE_integer(
     "seed", 12345, "Seed of the masks (12345 scores the positions the trainer scored)."
 )
 flags.DEFINE_string("output", None, "Also write the results to this JSON file.")
-flags.mark_flags_as_required(["model", "eval_files"])
 
 
-def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+def main() -> None:
     if not os.path.isdir(FLAGS.model):
-        sys.exit(f"evaluate_pretraining: no model directory at {FLAGS.model}")
+        raise UserError(f"no model directory at {FLAGS.model}")
     files = sorted(glob.glob(FLAGS.eval_files))
     if not files:
-        sys.exit(f"evaluate_pretraining: --eval_files={FLAGS.eval_files} matches no file")
+        raise UserError(f"--eval_files={FLAGS.eval_files} matches no file")
 
     import albert_tf
     from albert_tf.data.pretraining import read_metadata
@@ -57,14 +56,14 @@ def main(argv: list[str]) -> None:
     meta = read_metadata(shards_dir) or {}
     vocab_size = model.backbone.config.vocab_size
     if meta.get("vocabulary_size", vocab_size) != vocab_size:
-        sys.exit(
-            f"evaluate_pretraining: the shards in {shards_dir} were written with a "
+        raise UserError(
+            f"the shards in {shards_dir} were written with a "
             f"{meta['vocabulary_size']}-piece vocabulary, the model has {vocab_size}; "
             "score shards made with the model's tokenizer."
         )
     max_seq_length = FLAGS.max_seq_length or meta.get("max_seq_length")
     if not max_seq_length:
-        sys.exit(f"evaluate_pretraining: {shards_dir} has no metadata.json; pass --max_seq_length")
+        raise UserError(f"{shards_dir} has no metadata.json; pass --max_seq_length")
     results = evaluate_pretraining(
         model,
         FLAGS.eval_files,
@@ -87,5 +86,10 @@ def main(argv: list[str]) -> None:
             json.dump(results, f, indent=2)
 
 
+def run() -> None:
+    """The `albert-evaluate-pretraining` console script."""
+    runner.run(main, "evaluate_pretraining", required=["model", "eval_files"])
+
+
 if __name__ == "__main__":
-    app.run(main)
+    run()

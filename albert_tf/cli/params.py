@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
+from albert_tf.cli import runner
+from albert_tf.cli.runner import UserError
 from albert_tf.config import AlbertConfig
 from albert_tf.model_size import parameter_count
 from albert_tf.presets import PRESETS, get_preset
@@ -114,11 +116,9 @@ def count_built_model(config: AlbertConfig) -> int:
     return int(sum(np.prod(w.shape) for w in backbone.weights))
 
 
-def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+def main() -> None:
     if FLAGS.preset and FLAGS.config:
-        raise app.UsageError("Pass --preset or --config, not both.")
+        raise UserError("Pass --preset or --config, not both.")
     if not (FLAGS.preset or FLAGS.config):
         print_table()
         return
@@ -128,9 +128,14 @@ def main(argv: list[str]) -> None:
         print(f"{field}: {getattr(count, field):,}")
     total = count_built_model(config)
     if total != count.total:  # the closed form and the model must agree
-        raise SystemExit(f"Internal error: built model has {total}, formula {count.total}.")
+        raise AssertionError(f"internal error: built model has {total}, formula {count.total}.")
     print(f"total_parameters: {total}")
 
 
+def run() -> None:
+    """The `albert-params` console script."""
+    runner.run(main, "params")
+
+
 if __name__ == "__main__":
-    app.run(main)
+    run()

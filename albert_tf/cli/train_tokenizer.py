@@ -22,8 +22,9 @@ import glob
 import sys
 import time
 
-from absl import app, flags, logging
+from absl import flags, logging
 
+from albert_tf.cli import runner
 from albert_tf.tokenizers.corpus import CorpusStats, iter_sentences
 
 FLAGS = flags.FLAGS
@@ -70,15 +71,7 @@ def _progress(start: float):
     return report
 
 
-def main(argv: list[str]) -> None:
-    del argv
-    try:
-        _train()
-    except (ValueError, FileNotFoundError) as err:
-        sys.exit(f"train_tokenizer: error: {err}")
-
-
-def _train() -> None:
+def main() -> None:
     paths = _expand(FLAGS.input)
     stats = CorpusStats()
     sentences = iter_sentences(paths, stats)
@@ -121,6 +114,10 @@ def _train() -> None:
     )
 
 
+def run() -> None:
+    """The `albert-train-tokenizer` console script."""
+    runner.run(main, "train_tokenizer", required=["input", "output_dir"])
+
+
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["input", "output_dir"])
-    app.run(main)
+    run()

@@ -15,7 +15,9 @@ aside); anything unknown or missing is an error that names it.
 
 from __future__ import annotations
 
-from absl import app, flags
+from absl import flags
+
+from albert_tf.cli import runner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("source", None, ["hf", "tf1"], "Checkpoint kind.")
@@ -26,12 +28,9 @@ flags.DEFINE_string(
     None,
     "albert_config.json / config.json; default: the one beside --input.",
 )
-flags.mark_flags_as_required(["source", "input", "output"])
 
 
-def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+def main() -> None:
     from albert_tf.checkpoints.convert import convert
 
     model, converted = convert(FLAGS.source, FLAGS.input, FLAGS.output, FLAGS.config)
@@ -42,5 +41,10 @@ def main(argv: list[str]) -> None:
     print(f"wrote {FLAGS.output}")
 
 
+def run() -> None:
+    """The `albert-convert` console script."""
+    runner.run(main, "convert", required=["source", "input", "output"])
+
+
 if __name__ == "__main__":
-    app.run(main)
+    run()

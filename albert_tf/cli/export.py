@@ -9,7 +9,9 @@ writes ``exported/albert_mc/<version>/`` (next free version unless
 
 from __future__ import annotations
 
-from absl import app, flags
+from absl import flags
+
+from albert_tf.cli import runner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Model directory (this package's format).")
@@ -18,28 +20,27 @@ flags.DEFINE_string("tokenizer_dir", None, "Tokenizer (default: CHECKPOINT/token
 flags.DEFINE_integer("version", None, "Version number (default: next free one).")
 flags.DEFINE_integer("max_seq_length", None, "Default: the fine-tuning setting, else 512.")
 flags.DEFINE_integer("max_qa_length", None, "Default: the fine-tuning setting, else 128.")
-flags.mark_flags_as_required(["checkpoint", "export_dir"])
 
 
-def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+def main() -> None:
     from albert_tf.serving import export_saved_model
 
-    try:
-        path = export_saved_model(
-            FLAGS.checkpoint,
-            FLAGS.export_dir,
-            tokenizer_dir=FLAGS.tokenizer_dir,
-            version=FLAGS.version,
-            max_seq_length=FLAGS.max_seq_length,
-            max_qa_length=FLAGS.max_qa_length,
-        )
-    except (FileNotFoundError, FileExistsError, ValueError) as err:
-        raise SystemExit(f"export: {err}") from None
+    path = export_saved_model(
+        FLAGS.checkpoint,
+        FLAGS.export_dir,
+        tokenizer_dir=FLAGS.tokenizer_dir,
+        version=FLAGS.version,
+        max_seq_length=FLAGS.max_seq_length,
+        max_qa_length=FLAGS.max_qa_length,
+    )
     print(f"exported SavedModel: {path}")
     print(f"inspect: saved_model_cli show --dir {path} --all")
 
 
+def run() -> None:
+    """The `albert-export` console script."""
+    runner.run(main, "export", required=["checkpoint", "export_dir"])
+
+
 if __name__ == "__main__":
-    app.run(main)
+    run()

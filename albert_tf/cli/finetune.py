@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
-from absl import app, flags
+from absl import flags
+
+from albert_tf.cli import runner
+from albert_tf.cli.runner import UserError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Model directory to start from (albert_tf format).")
@@ -43,7 +45,6 @@ flags.DEFINE_integer("seed", 0, "Random seed (weights of a fresh head, shuffling
 flags.DEFINE_integer("max_items", None, "Use at most this many training items (quick runs).")
 flags.DEFINE_string("export_dir", None, "Also export the best checkpoint as a SavedModel here.")
 flags.DEFINE_bool("progress", True, "Show a progress bar.")
-flags.mark_flag_as_required("output_dir")
 
 
 def load_items(specs: list[str], seed: int):
@@ -76,13 +77,9 @@ def _report(name: str, items, skipped) -> None:
         print(f"{name}: skipped {sum(skipped.values())} bad input(s): {dict(skipped)}")
 
 
-def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+def main() -> None:
     if bool(FLAGS.checkpoint) == bool(FLAGS.init_config):
-        raise app.UsageError("give exactly one of --checkpoint and --init_config")
-    if not FLAGS.train_files:
-        raise app.UsageError("--train_files is required")
+        raise UserError("give exactly one of --checkpoint and --init_config")
     import keras
 
     import albert_tf
@@ -91,20 +88,17 @@ def main(argv: list[str]) -> None:
     from albert_tf.training.finetuning import MultipleChoiceTrainer
 
     keras.utils.set_random_seed(FLAGS.seed)
-    try:
-        tokenizer_dir = FLAGS.tokenizer_dir or os.path.join(FLAGS.checkpoint or "", "tokenizer")
-        tokenizer = load_tokenizer(tokenizer_dir)
-        if FLAGS.checkpoint:
-            model = albert_tf.load_multiple_choice(FLAGS.checkpoint)
-        else:
-            config = albert_tf.AlbertConfig.from_json(FLAGS.init_config)
-            if config.vocab_size != tokenizer.vocabulary_size:
-                print(f"vocab_size {config.vocab_size} -> {tokenizer.vocabulary_size} (tokenizer)")
-                config = config.replace(vocab_size=tokenizer.vocabulary_size)
-            model = albert_tf.AlbertMultipleChoice.from_albert_config(config)
-        train, skipped = load_items(FLAGS.train_files, FLAGS.split_seed)
-    except (FileNotFoundError, ValueError) as err:
-        sys.exit(f"finetune: {err}")
+    tokenizer_dir = FLAGS.tokenizer_dir or os.path.join(FLAGS.checkpoint or "", "tokenizer")
+    tokenizer = load_tokenizer(tokenizer_dir)
+    if FLAGS.checkpoint:
+        model = albert_tf.load_multiple_choice(FLAGS.checkpoint)
+    else:
+        config = albert_tf.AlbertConfig.from_json(FLAGS.init_config)
+        if config.vocab_size != tokenizer.vocabulary_size:
+            print(f"vocab_size {config.vocab_size} -> {tokenizer.vocabulary_size} (tokenizer)")
+            config = config.replace(vocab_size=tokenizer.vocabulary_size)
+        model = albert_tf.AlbertMultipleChoice.from_albert_config(config)
+    train, skipped = load_items(FLAGS.train_files, FLAGS.split_seed)
     test = []
     if FLAGS.dev_files:
         dev, dev_skipped = load_items(FLAGS.dev_files, FLAGS.split_seed)
@@ -120,7 +114,7 @@ def main(argv: list[str]) -> None:
         train = train[: FLAGS.max_items]
     _report("train", train, skipped)
     if not train or not dev:
-        sys.exit("finetune: no training or dev items left (see the counts above)")
+        raise UserError("no training or dev items left (see the counts above)")
     languages = sorted({item.lang for item in train if item.lang})
     trainer = MultipleChoiceTrainer(
         model,
@@ -163,5 +157,10 @@ def main(argv: list[str]) -> None:
         print(f"exported SavedModel: {path}")
 
 
+def run() -> None:
+    """The `albert-finetune` console script."""
+    runner.run(main, "finetune", required=["output_dir", "train_files"])
+
+
 if __name__ == "__main__":
-    app.run(main)
+    run()

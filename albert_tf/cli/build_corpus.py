@@ -8,16 +8,15 @@ which this project does not install; this does the same for albert_corpus.)
 
 from __future__ import annotations
 
-from absl import app, flags
+from absl import flags
 
-_MANUAL_DIR = flags.DEFINE_string(
-    "manual_dir", None, "Folder with the corpus files.", required=True
-)
+from albert_tf.cli import runner
+
+_MANUAL_DIR = flags.DEFINE_string("manual_dir", None, "Folder with the corpus files.")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "tfds data_dir (default ~/tensorflow_datasets).")
 
 
-def main(argv: list[str]) -> None:
-    del argv
+def main() -> None:
     from albert_tf.data.tfds_corpus import build_albert_corpus
 
     builder = build_albert_corpus(_MANUAL_DIR.value, _DATA_DIR.value)
@@ -26,5 +25,10 @@ def main(argv: list[str]) -> None:
     print(f"built in {builder.data_dir}")
 
 
+def run() -> None:
+    """The `albert-build-corpus` console script."""
+    runner.run(main, "build_corpus", required=["manual_dir"])
+
+
 if __name__ == "__main__":
-    app.run(main)
+    run()
