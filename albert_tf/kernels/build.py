@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 
+from albert_tf.hardware import cpu_flags
+
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fused_ops.cc")
 # Reassociation lets the compiler vectorise the row sums; no -ffast-math, so
 # NaN and infinity still propagate as in TensorFlow's own kernels.
@@ -46,8 +48,6 @@ def compiler() -> str:
 
 
 def _cpu_flags() -> str:
-    from albert_tf.training.precision import cpu_flags
-
     return " ".join(sorted(cpu_flags()))
 
 

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from albert_tf.hardware import cpu_flags
+
+# ``cpu_flags`` is re-exported: it lived here before `albert_tf.hardware`.
+__all__ = ["BF16_CPU_FLAGS", "PRECISIONS", "cpu_flags", "dtype_policy", "resolve_precision"]
+
+#: What ``--precision`` accepts; "auto" is resolved by `resolve_precision`.
+PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 # CPU features that make bfloat16 matmuls native (oneDNN dispatches to them):
 # AVX-512 BF16 (Cooper Lake, Zen 4+) and AMX (Sapphire Rapids+).
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
-    """The CPU feature flags Linux reports; empty where it reports none."""
-    try:
-        with open(cpuinfo_path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def resolve_precision(
@@ -50,3 +45,16 @@ def resolve_precision(
         return "float32"
     flags = cpu_flags() if flags is None else flags
     return "bfloat16" if flags & set(BF16_CPU_FLAGS) else "float32"
+
+
+def dtype_policy(precision: str) -> str | None:
+    """The Keras dtype policy a resolved precision trains in (None: float32).
+
+    Mixed policies keep float32 variables and compute in the lower precision.
+
+    >>> dtype_policy("bfloat16")
+    'mixed_bfloat16'
+    >>> dtype_policy("float32") is None
+    True
+    """
+    return {"float32": None, "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}[precision]

@@ -1,12 +1,28 @@
 """--precision=auto: bfloat16 where it is native, float32 elsewhere."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 from training_utils import tiny_albert, tiny_options
 
-from albert_tf.training.precision import cpu_flags, resolve_precision
+from albert_tf.hardware import cpu_flags
+from albert_tf.training.precision import resolve_precision
 from albert_tf.training.trainer import PretrainingTrainer
+
+
+def test_kernel_build_does_not_import_the_training_layer():
+    # kernels/ sits below training/: building the kernels (which keys its
+    # cache by CPU features) must not pull in the trainers.
+    code = (
+        "import sys; from albert_tf.kernels.build import library_path; library_path(); "
+        "print(sorted(m for m in sys.modules if m.startswith('albert_tf.training')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "[]"
 
 
 def test_cpu_flags_read_from_cpuinfo(tmp_path):
