@@ -1,0 +1,92 @@
+"""The run record: which model and recipe a pretraining directory belongs to.
+
+``MODEL_DIR/pretraining_run.json`` is written by the first run that sets up
+successfully in a directory. A later run in the same directory must match it
+(see `check_compatible`): resuming a checkpoint with another model shape or
+another recipe would silently train something else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+from albert_tf.config import AlbertConfig
+from albert_tf.training.options import PretrainingOptions
+
+RUN_FILE = "pretraining_run.json"
+# Options that may change between a run and its resumption: where things
+# are, how long to train, and how to log, save and evaluate.
+RESUMABLE_OPTIONS = (
+    "model_dir",
+    "progress_bar",
+    "log_every_steps",
+    "eval_every_steps",
+    "num_eval_steps",
+    "eval_files",
+    "train_files",
+    "num_train_steps",
+    "save_checkpoints_steps",
+    "keep_checkpoint_max",
+    "fused_kernels",
+)
+
+
+def run_record(config: AlbertConfig, options: PretrainingOptions) -> dict[str, Any]:
+    """What a resumed run must share with the run it resumes."""
+    recorded = dataclasses.asdict(options)
+    for key in RESUMABLE_OPTIONS:
+        recorded.pop(key)
+    return {"albert_config": config.to_hf_dict(), "options": recorded}
+
+
+def read_run_record(model_dir: str) -> dict[str, Any]:
+    """The run record a previous run left in ``model_dir`` ({} if none)."""
+    path = os.path.join(model_dir, RUN_FILE)
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def check_compatible(model_dir: str, record: dict[str, Any]) -> None:
+    """Refuses to resume a checkpoint written for another model or recipe."""
+    previous = read_run_record(model_dir)
+    if previous and previous != record:
+        diffs = record_diff(previous, record)
+        raise ValueError(
+            f"{model_dir} holds a run with a different model or "
+            f"recipe ({'; '.join(diffs)}). Resume with the same settings, or "
+            "pass a new --model_dir."
+        )
+
+
+def write_run_record(model_dir: str, record: dict[str, Any]) -> None:
+    """Claims ``model_dir`` for this run, unless a record is there already."""
+    path = os.path.join(model_dir, RUN_FILE)
+    if os.path.exists(path):
+        return
+    os.makedirs(model_dir, exist_ok=True)
+    tmp = path + ".tmp"  # a killed writer leaves no half-written record
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def record_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
+    """``"key: old -> new"`` for every leaf that differs, nested keys dotted.
+
+    >>> record_diff({"options": {"seed": 1, "optimizer": "lamb"}},
+    ...             {"options": {"seed": 2, "optimizer": "lamb"}, "extra": True})
+    ['extra: None -> True', 'options.seed: 1 -> 2']
+    """
+    out = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += record_diff(x, y, f"{prefix}{key}.")
+        elif x != y:
+            out.append(f"{prefix}{key}: {x!r} -> {y!r}")
+    return out

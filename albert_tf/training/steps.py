@@ -1,0 +1,251 @@
+"""The compiled steps of pretraining: train, accumulate, apply, count, evaluate.
+
+* Each step's global batch is the same examples whatever the strategy: every
+  worker reads the global batch and each replica keeps its slice (see
+  `PretrainingSteps.distribute`), so N workers train exactly like one worker.
+* Losses are per-replica *sums* divided by counts all-reduced over replicas.
+* Gradients are all-reduced, clipped by global norm, then handed to the
+  optimizer divided by the replica count (Keras all-reduces by summing
+  again); Keras' own ``global_clipnorm`` would clip each replica's partial
+  gradient before the reduction.
+* Gradient accumulation sums micro-batch gradients in ON_READ variables,
+  each normalised by the counts of the whole step, so k micro-batches give
+  the gradient of one k-times-larger batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from albert_tf import kernels
+from albert_tf.models.pretraining_model import AlbertPretrainingModel
+from albert_tf.training.losses import masked_lm_sums, sentence_order_sums
+from albert_tf.training.options import PretrainingOptions
+
+
+def variables_to_train(model: AlbertPretrainingModel, sentence_task: str) -> list:
+    """The model's trainable variables that the loss reaches.
+
+    Without a sentence task no gradient flows to the pooler or the SOP
+    head: they keep their initial values (the paper's "None" model) rather
+    than being decayed towards zero by the optimizer's weight decay.
+    """
+    variables = model.trainable_variables
+    if sentence_task != "none":
+        return variables
+    unused = {
+        id(v)
+        for v in (
+            *model.sop_head.trainable_variables,
+            *model.backbone.pooler.trainable_variables,
+        )
+    }
+    return [v for v in variables if id(v) not in unused]
+
+
+class PretrainingSteps:
+    """The `tf.function` steps of one pretraining run under ``strategy``.
+
+    Create it inside ``strategy.scope()``: it builds the optimizer's slots for
+    the variables it trains, and the gradient accumulators.
+
+    Attributes:
+        variables: what the optimizer updates (see `variables_to_train`).
+        train_fn: ``(features, labels) -> sums``, one optimizer step on one
+            distributed batch (no accumulation).
+        count_fn: ``labels -> [masked tokens, examples]`` over all replicas.
+        accumulate_fn: ``(features, labels, normalizers) -> sums``, adds one
+            micro-batch's gradient to the accumulators.
+        apply_fn: ``() -> {"grad_norm"}``, applies and clears the accumulators.
+        eval_fn: ``(features, labels) -> sums`` without training.
+    """
+
+    def __init__(
+        self,
+        model: AlbertPretrainingModel,
+        optimizer: keras.optimizers.Optimizer,
+        strategy: tf.distribute.Strategy,
+        options: PretrainingOptions,
+    ):
+        self.model = model
+        self.optimizer = optimizer
+        self.strategy = strategy
+        self.options = options
+        self.num_replicas = strategy.num_replicas_in_sync
+        self.variables = variables_to_train(model, options.sentence_task)
+        optimizer.build(self.variables)
+        self._accumulators: list[tf.Variable] = []
+        if options.gradient_accumulation_steps > 1:
+            self._accumulators = [
+                tf.Variable(
+                    tf.zeros(v.shape, tf.float32),
+                    trainable=False,
+                    synchronization=tf.VariableSynchronization.ON_READ,
+                    aggregation=tf.VariableAggregation.SUM,
+                )
+                for v in self.variables
+            ]
+        self._build()
+
+    # ------------------------------------------------------------------ data
+    def distribute(self, batch):
+        """Each replica's slice of a global batch.
+
+        Every worker reads the same global batch and keeps its replicas'
+        rows, so a step's examples (and masks) do not depend on how many
+        workers there are; the cost is that each worker prepares them all.
+        """
+        n = self.num_replicas
+
+        def replica_slice(context):
+            r = context.replica_id_in_sync_group
+
+            def take(t):
+                rows = tf.shape(t)[0]  # a last eval batch may be short
+                return t[r * rows // n : (r + 1) * rows // n]
+
+            return tf.nest.map_structure(take, batch)
+
+        return self.strategy.experimental_distribute_values_from_function(replica_slice)
+
+    def train(self, batches: Sequence) -> dict[str, float]:
+        """One optimizer step on ``batches``, the step's global micro-batches
+        (one without gradient accumulation). Returns summed losses, counts and
+        the gradient norm."""
+        if not self._accumulators:
+            (batch,) = batches  # no accumulation: a step is one micro-batch
+            out = self.train_fn(*self.distribute(batch))
+        else:
+            distributed = [self.distribute(batch) for batch in batches]
+            # The step's total counts normalise every one of its micro-batches.
+            normalizers = tf.maximum(tf.add_n([self.count_fn(y) for _, y in distributed]), 1.0)
+            totals: dict[str, Any] = {}
+            for features, labels in distributed:
+                for k, v in self.accumulate_fn(features, labels, normalizers).items():
+                    totals[k] = totals.get(k, 0.0) + v
+            out = {**totals, **self.apply_fn()}
+        return {k: float(v) for k, v in out.items()}
+
+    def evaluate(self, batch) -> dict[str, tf.Tensor]:
+        """Summed losses and counts of one global held-out batch."""
+        return self.eval_fn(*self.distribute(batch))
+
+    # ------------------------------------------------------------------ replica code
+    def _forward_sums(self, features, labels, training: bool):
+        # XLA cannot compile the fused kernels (custom ops); it fuses anyway.
+        use_fused = self.options.fused_kernels and not self.options.jit_compile
+        with kernels.fused(use_fused):
+            outputs = self.model(features, training=training)
+        sums = masked_lm_sums(outputs["mlm_logits"], labels["mask_ids"], labels["mask_weights"])
+        sums.update(sentence_order_sums(outputs["sop_logits"], labels["sentence_order_label"]))
+        return sums
+
+    @staticmethod
+    def _local_counts(labels):
+        """[masked tokens, examples] of this replica's micro-batch."""
+        return tf.stack(
+            [
+                tf.reduce_sum(tf.cast(labels["mask_weights"], tf.float32)),
+                tf.cast(tf.size(labels["sentence_order_label"]), tf.float32),
+            ]
+        )
+
+    def _normalizers(self, labels):
+        """Global counts, all-reduced before the forward pass so the
+        all-reduce stays outside the (optionally XLA-compiled) model step."""
+        ctx = tf.distribute.get_replica_context()
+        total = ctx.all_reduce(tf.distribute.ReduceOp.SUM, self._local_counts(labels))
+        return tf.maximum(total, 1.0)
+
+    def _gradients(self, features, labels, normalizers):
+        """Loss = mean MLM loss (+ mean sentence loss) over the global micro-batch."""
+        with tf.GradientTape() as tape:
+            sums = self._forward_sums(features, labels, training=True)
+            loss = sums["mlm_loss_sum"] / normalizers[0]
+            if self.options.sentence_task != "none":
+                loss += sums["sop_loss_sum"] / normalizers[1]
+            scaled = self.optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, self.variables)
+        return [tf.convert_to_tensor(g, tf.float32) for g in grads], sums
+
+    def _apply(self, local_grads):
+        """All-reduce, clip by global norm, apply. Returns the global norm."""
+        ctx = tf.distribute.get_replica_context()
+        grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local_grads)
+        scale = self._loss_scale()
+        grads = [g / scale for g in grads]
+        grads, norm = tf.clip_by_global_norm(grads, self.options.clip_norm)
+        # Keras sums the replicas' gradients once more; hand it 1/N each.
+        factor = scale / self.num_replicas
+        self.optimizer.apply([g * factor for g in grads], self.variables)
+        return norm
+
+    def _loss_scale(self):
+        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+            return tf.cast(self.optimizer.dynamic_scale, tf.float32)
+        return tf.constant(1.0)
+
+    # ------------------------------------------------------------------ tf.functions
+    def _build(self) -> None:
+        strategy = self.strategy
+
+        def reduce(values):
+            return {
+                k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+                for k, v in values.items()
+            }
+
+        def fused_step(features, labels):
+            grads, sums = self._gradients(features, labels, self._normalizers(labels))
+            sums["grad_norm"] = self._apply(grads) / self.num_replicas
+            return sums
+
+        def accumulate_step(features, labels, normalizers):
+            # Normalised by the whole step's counts: k micro-batches then sum
+            # to exactly the gradient of one batch of k times the size.
+            grads, sums = self._gradients(features, labels, normalizers)
+            for acc, g in zip(self._accumulators, grads, strict=True):
+                acc.assign_add(g)
+            return sums
+
+        def apply_accumulated():
+            norm = self._apply([acc.read_value() for acc in self._accumulators])
+            for acc in self._accumulators:
+                acc.assign(tf.zeros_like(acc))
+            return {"grad_norm": norm / self.num_replicas}
+
+        def eval_step(features, labels):
+            return self._forward_sums(features, labels, training=False)
+
+        @tf.function
+        def train_fn(features, labels):
+            return reduce(strategy.run(fused_step, args=(features, labels)))
+
+        @tf.function
+        def count_fn(labels):
+            counts = strategy.run(self._local_counts, args=(labels,))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, counts, axis=None)
+
+        @tf.function
+        def accumulate_fn(features, labels, normalizers):
+            return reduce(strategy.run(accumulate_step, args=(features, labels, normalizers)))
+
+        @tf.function
+        def apply_fn():
+            return reduce(strategy.run(apply_accumulated))
+
+        @tf.function
+        def eval_fn(features, labels):
+            return reduce(strategy.run(eval_step, args=(features, labels)))
+
+        if self.options.jit_compile:
+            # XLA compiles the model's forward and backward pass; collectives
+            # and the optimizer update stay outside the cluster.
+            self._gradients = tf.function(self._gradients, jit_compile=True)
+        self.train_fn, self.accumulate_fn, self.apply_fn = train_fn, accumulate_fn, apply_fn
+        self.count_fn = count_fn
+        self.eval_fn = eval_fn
