@@ -21,9 +21,8 @@ import tensorflow as tf
 
 from albert_tf import kernels
 from albert_tf.serving.multiple_choice_module import MultipleChoiceServingModule
+from albert_tf.training.finetuning import SETTINGS_FILE  # fine-tuning writes it, we read it
 
-#: Written by fine-tuning next to the checkpoint: max_seq_length, max_qa_length, metrics.
-SETTINGS_FILE = "finetune.json"
 METADATA_FILE = "albert_tf.json"
 DEFAULT_MAX_SEQ_LENGTH = 512
 DEFAULT_MAX_QA_LENGTH = 128

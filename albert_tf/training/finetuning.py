@@ -27,7 +27,9 @@ from albert_tf.data.multiple_choice import (
 )
 from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
 
-SETTINGS_FILE = "finetune.json"  # read back by albert_tf.serving.export
+#: Written next to the best checkpoint (max_seq_length, max_qa_length,
+#: metrics); `albert_tf.serving.export` reads it back from here.
+SETTINGS_FILE = "finetune.json"
 _IDS = tf.TensorSpec([None, None, None], tf.int32)
 
 
@@ -51,8 +53,9 @@ class MultipleChoiceTrainer:
         seed: shuffling seed.
         progress: show a progress bar.
         language: stored in ``finetune.json`` (the exporter and the app show it).
-        fused_kernels: on CPU, run GELU and LayerNorm as fused kernels in its
-            steps (`albert_tf.kernels`); saved models are unaffected.
+        fused_kernels: on CPU, run GELU, LayerNorm, attention's masked softmax
+            and its head split/merge as fused kernels in its steps
+            (`albert_tf.kernels`); saved models are unaffected.
 
     Example:
         >>> trainer = MultipleChoiceTrainer(model, tokenizer, output_dir="runs/mc",
