@@ -1,4 +1,4 @@
-"""Plumbing shared by ``serving.py``, ``finetuning.py`` and ``memory.py``.
+"""Plumbing shared by the scripts in ``bench/`` (``pretraining_step.py``, ``serving.py``, …).
 
 Not a benchmark itself: what every script in ``bench/`` shares, so that all
 of them pin threads, time steps and isolate measurements the same way —

@@ -31,7 +31,8 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import common  # noqa: E402
-import pretraining_step  # noqa: E402
+from step_ours import build_ours_step  # noqa: E402
+from step_workload import FULL, SMOKE  # noqa: E402
 
 
 def op_times(logdir: str) -> tuple[dict[str, float], dict[tuple[str, str], float], int]:
@@ -85,10 +86,10 @@ def main() -> None:
     common.pin_tf_threads(args.cores, 1)
     import tensorflow as tf
 
-    shape = pretraining_step.SMOKE if args.smoke else pretraining_step.FULL
+    shape = SMOKE if args.smoke else FULL
     workdir = tempfile.mkdtemp(prefix="albert_profile_")
     logdir = args.logdir or os.path.join(workdir, "trace")
-    step, _ = pretraining_step.build_ours_step(shape, args.precision, workdir)
+    step, _ = build_ours_step(shape, args.precision, workdir)
     for _ in range(args.warmup):
         step()
     start = time.perf_counter()
