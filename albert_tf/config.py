@@ -21,8 +21,17 @@ import logging
 import os
 from typing import Any, Literal
 
-SHARE_MODES = ("all", "attention", "ffn", "none")
+# The one definition of the share modes (paper Table 4): which blocks the
+# layers of a group share, as (attention, feed-forward). Everything else
+# (validation, the sharing plan, command-line choices) reads this table.
 ShareMode = Literal["all", "attention", "ffn", "none"]
+SHARED_BLOCKS: dict[str, tuple[bool, bool]] = {
+    "all": (True, True),
+    "attention": (True, False),
+    "ffn": (False, True),
+    "none": (False, False),
+}
+SHARE_MODES: tuple[str, ...] = tuple(SHARED_BLOCKS)
 
 # Activations this package implements, by their Hugging Face name.
 ACTIVATIONS = ("gelu_new", "gelu", "relu", "tanh", "silu", "linear")
@@ -81,6 +90,19 @@ _HF_IGNORED_KEYS = frozenset(
         "problem_type",
     }
 )
+
+
+def group_of_layer(layer_index: int, num_layers: int, num_groups: int) -> int:
+    """Group owning layer ``layer_index`` of ``num_layers`` split into
+    ``num_groups``: floor(i·G/L), as the official code.
+
+    `AlbertConfig.group_of_layer` and `sharing_plan` both use it.
+
+    Example:
+        >>> [group_of_layer(i, num_layers=6, num_groups=3) for i in range(6)]
+        [0, 0, 1, 1, 2, 2]
+    """
+    return layer_index * num_groups // num_layers
 
 
 class ConfigError(ValueError):
@@ -194,7 +216,7 @@ class AlbertConfig:
 
     def group_of_layer(self, layer_index: int) -> int:
         """Group owning layer ``layer_index``: floor(i·G/L), as the official code."""
-        return layer_index * self.num_hidden_groups // self.num_hidden_layers
+        return group_of_layer(layer_index, self.num_hidden_layers, self.num_hidden_groups)
 
     def replace(self, **changes: Any) -> AlbertConfig:
         return dataclasses.replace(self, **changes)

@@ -7,6 +7,7 @@ from typing import Any
 
 import keras
 
+from albert_tf.config import SHARE_MODES, SHARED_BLOCKS, group_of_layer
 from albert_tf.layers.transformer_layer import AlbertTransformerLayer
 
 # A block's identity: ("group", g, k) is shared by every layer of group g;
@@ -31,7 +32,8 @@ def sharing_plan(
 
     Layer i belongs to group floor(i·G/L) and applies that group's
     ``inner_group_num`` inner layers in turn (official ALBERT). ``share``
-    picks which blocks are keyed by group (shared) and which by layer:
+    picks which blocks are keyed by group (shared) and which by layer
+    (`albert_tf.config.SHARED_BLOCKS`):
 
     ========== ============ ============
     share      attention    feed-forward
@@ -48,18 +50,12 @@ def sharing_plan(
         >>> [s.feedforward for s in sharing_plan(3, 1, 1, "attention")]
         [('layer', 0, 0), ('layer', 1, 0), ('layer', 2, 0)]
     """
-    shared = {
-        "all": (True, True),
-        "attention": (True, False),
-        "ffn": (False, True),
-        "none": (False, False),
-    }
-    if share not in shared:
-        raise ValueError(f"Unknown share mode {share!r}; expected one of {list(shared)}.")
-    attention_shared, feedforward_shared = shared[share]
+    if share not in SHARED_BLOCKS:
+        raise ValueError(f"Unknown share mode {share!r}; expected one of {list(SHARE_MODES)}.")
+    attention_shared, feedforward_shared = SHARED_BLOCKS[share]
     slots = []
     for i in range(num_layers):
-        g = i * num_groups // num_layers
+        g = group_of_layer(i, num_layers, num_groups)
         for k in range(inner_group_num):
             by_group, by_layer = ("group", g, k), ("layer", i, k)
             slots.append(
@@ -93,7 +89,7 @@ class AlbertEncoder(keras.layers.Layer):
         num_layers: L, the number of applied layers (per inner group).
         num_groups: G, groups of layers with their own weights.
         inner_group_num: inner layers applied per layer step.
-        share: "all", "attention", "ffn" or "none".
+        share: one of `albert_tf.config.SHARE_MODES`.
         num_heads, intermediate_size, activation, dropout, attention_dropout,
         layer_norm_eps, initializer_range: per-layer hyper-parameters.
 

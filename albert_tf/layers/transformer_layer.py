@@ -82,14 +82,6 @@ class AlbertTransformerLayer(keras_hub.layers.TransformerEncoder):
         self._attention_from = weakref.ref(attention_from) if attention_from else None
         self._feedforward_from = weakref.ref(feedforward_from) if feedforward_from else None
 
-    @property
-    def shares_attention(self) -> bool:
-        return self._attention_from is not None
-
-    @property
-    def shares_feedforward(self) -> bool:
-        return self._feedforward_from is not None
-
     def build(self, inputs_shape):
         inputs_shape = tuple(inputs_shape)
         hidden_dim = inputs_shape[-1]

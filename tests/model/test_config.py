@@ -1,8 +1,10 @@
 import json
+import typing
 
 import pytest
 
-from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf.config import SHARE_MODES, SHARED_BLOCKS, AlbertConfig, ConfigError, ShareMode
+from albert_tf.layers.encoder import sharing_plan
 from albert_tf.presets import PRESETS
 
 # The albert_config.json shipped with google-research/albert's base v2, keys
@@ -117,3 +119,21 @@ def test_missing_and_malformed_files(tmp_path):
 def test_group_of_layer_follows_official_floor_rule():
     config = AlbertConfig(num_hidden_layers=12, num_hidden_groups=3)
     assert [config.group_of_layer(i) for i in range(12)] == [0] * 4 + [1] * 4 + [2] * 4
+
+
+def test_share_modes_have_one_definition():
+    # The Literal type and the table the code reads must list the same modes.
+    assert typing.get_args(ShareMode) == SHARE_MODES == tuple(SHARED_BLOCKS)
+    assert SHARED_BLOCKS["attention"] == (True, False)  # (attention, feed-forward)
+    for mode in SHARE_MODES:
+        assert AlbertConfig(share=mode).share == mode
+    with pytest.raises(ConfigError, match="share mode"):
+        AlbertConfig(share="embeddings")
+
+
+def test_sharing_plan_uses_the_config_group_rule():
+    # 6 layers in 3 groups: floor(i*3/6) = 0, 0, 1, 1, 2, 2; not round-robin.
+    config = AlbertConfig(num_hidden_layers=6, num_hidden_groups=3, share="all")
+    plan = sharing_plan(6, 3, 1, "all")
+    assert [slot.attention[1] for slot in plan] == [0, 0, 1, 1, 2, 2]
+    assert [config.group_of_layer(i) for i in range(6)] == [0, 0, 1, 1, 2, 2]
