@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from typing import Any
 
 import keras
 from keras import ops
@@ -11,6 +12,7 @@ from albert_tf.activations import get_activation
 from albert_tf.layers.layer_norm import AlbertLayerNormalization
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class MaskedLMHead(keras.layers.Layer):
     """Dense H→E, activation, LayerNorm, then logits against the embedding.
 
@@ -19,8 +21,17 @@ class MaskedLMHead(keras.layers.Layer):
     bias. Activation and LayerNorm epsilon come from the config — the
     official code uses ``hidden_act`` here too, not a fixed GELU.
 
+    Tying: given the backbone's embedding *layer*, the head decodes through it
+    without owning it (the backbone saves and counts it; the head's
+    ``weights`` leave it out). Given a *serialized* embedding (the dict
+    ``get_config`` writes), the head builds that embedding and owns it: what a
+    head restored alone from its config needs. Task models never take the
+    second path: their ``from_config`` rebuilds the backbone and ties the new
+    head to it, as keras-hub's task models do.
+
     Args:
-        token_embedding: the backbone's `keras_hub.layers.ReversibleEmbedding`.
+        token_embedding: the backbone's `keras_hub.layers.ReversibleEmbedding`,
+            or its serialized config (then owned by this head).
         activation: Hugging Face activation name (``config.hidden_act``).
         layer_norm_eps: LayerNorm epsilon (``config.layer_norm_eps``).
         initializer_range: stddev of the dense kernel's truncated normal.
@@ -33,19 +44,41 @@ class MaskedLMHead(keras.layers.Layer):
 
     Returns:
         float32 logits [batch, seq or P, V].
+
+    Example:
+        >>> import keras_hub, numpy as np
+        >>> embedding = keras_hub.layers.ReversibleEmbedding(50, 8)
+        >>> head = MaskedLMHead(embedding, activation="gelu_new",
+        ...                     layer_norm_eps=1e-12, initializer_range=0.02)
+        >>> logits = head(np.ones((2, 5, 16), "float32"), np.array([[0, 3], [1, 4]]))
+        >>> tuple(logits.shape), head.token_embedding is embedding
+        ((2, 2, 50), True)
+        >>> alone = MaskedLMHead.from_config(head.get_config())  # owns a new one
+        >>> alone.token_embedding is embedding, alone.owned_token_embedding is not None
+        (False, True)
     """
 
     def __init__(
         self,
-        token_embedding: keras.layers.Layer,
+        token_embedding: keras.layers.Layer | dict[str, Any],
         activation: str,
         layer_norm_eps: float,
         initializer_range: float,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        # Not tracked: the backbone owns the embedding; tracking it here would
-        # count (and save) the V×E matrix twice.
+        self.owned_token_embedding: keras.layers.Layer | None = None
+        if isinstance(token_embedding, dict):
+            # Ours, so it computes in our precision like our other sublayers.
+            config = dict(token_embedding)
+            config["config"] = {
+                **config["config"],
+                "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            }
+            token_embedding = keras.layers.deserialize(config)
+            self.owned_token_embedding = token_embedding  # tracked: ours to save
+        # A borrowed embedding is not tracked: the backbone owns it; tracking
+        # it here too would count (and save) the V×E matrix twice.
         self._token_embedding = weakref.ref(token_embedding)
         self.activation_name = activation
         self.layer_norm_eps = layer_norm_eps
@@ -63,10 +96,19 @@ class MaskedLMHead(keras.layers.Layer):
         )
 
     @property
-    def token_embedding(self):
-        return self._token_embedding()
+    def token_embedding(self) -> keras.layers.Layer:
+        """The V×E embedding the logits are decoded with (tied, not a copy)."""
+        embedding = self._token_embedding()
+        if embedding is None:
+            raise RuntimeError(
+                "The token embedding this head is tied to no longer exists; keep "
+                "the layer that owns it (the backbone) alive as long as the head."
+            )
+        return embedding
 
     def build(self, sequence_output_shape, mask_positions_shape=None):
+        if not self.token_embedding.built:  # an owned one, restored from config
+            self.token_embedding.build((None, None))
         self.dense.build(sequence_output_shape)
         self.layer_norm.build((*sequence_output_shape[:-1], self.dense.units))
         self.output_bias = self.add_weight(
@@ -91,6 +133,7 @@ class MaskedLMHead(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
+            token_embedding=keras.layers.serialize(self.token_embedding),
             activation=self.activation_name,
             layer_norm_eps=self.layer_norm_eps,
             initializer_range=self.initializer_range,

@@ -10,6 +10,7 @@ from keras import ops
 ABSENT_OPTION_LOGIT = -1e9
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class MultipleChoiceHead(keras.layers.Layer):
     """Pooled output → dropout → Dense(1) → [batch, num_choices] logits.
 
@@ -36,7 +37,7 @@ class MultipleChoiceHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.dropout = dropout
         self.initializer_range = initializer_range
-        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self.dense = keras.layers.Dense(
             1,
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),

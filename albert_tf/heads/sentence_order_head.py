@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class SentenceOrderHead(keras.layers.Layer):
     """Dropout then Dense(2) on the pooled [CLS] vector.
 
@@ -28,7 +29,7 @@ class SentenceOrderHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.dropout = dropout
         self.initializer_range = initializer_range
-        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self.dense = keras.layers.Dense(
             2,
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),

@@ -11,6 +11,7 @@ from keras import ops
 from albert_tf import kernels
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertAttention(keras.layers.MultiHeadAttention):
     """`keras.layers.MultiHeadAttention` with a faster self-attention path.
 

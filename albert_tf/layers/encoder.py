@@ -76,6 +76,7 @@ def _layer_name(slot: LayerSlot) -> str:
     return f"{kind}_{index}_inner_{inner}"
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertEncoder(keras.layers.Layer):
     """The ALBERT transformer stack with cross-layer parameter sharing.
 

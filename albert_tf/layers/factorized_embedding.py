@@ -8,6 +8,7 @@ import keras_hub
 from albert_tf.layers.layer_norm import AlbertLayerNormalization
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class FactorizedEmbedding(keras.layers.Layer):
     """Token, position and segment embeddings at width E, projected to width H.
 

@@ -12,6 +12,7 @@ from albert_tf.layers.attention import AlbertAttention
 from albert_tf.layers.layer_norm import AlbertLayerNormalization
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertTransformerLayer(keras_hub.layers.TransformerEncoder):
     """A post-LayerNorm transformer layer whose sublayers may be shared.
 

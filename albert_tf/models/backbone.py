@@ -12,6 +12,7 @@ from albert_tf.layers.encoder import AlbertEncoder
 from albert_tf.layers.factorized_embedding import FactorizedEmbedding
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertBackbone(keras.Model):
     """The ALBERT encoder network, without task heads.
 
@@ -125,7 +126,9 @@ class AlbertBackbone(keras.Model):
         """The V×E `ReversibleEmbedding` the MLM head decodes with."""
         return self.embeddings.token_embedding
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
+        # Not the functional model's nested layer graph: the constructor's
+        # arguments, so that from_config returns an AlbertBackbone.
         return {
             "name": self.name,
             "trainable": self.trainable,
@@ -135,8 +138,10 @@ class AlbertBackbone(keras.Model):
         }
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict[str, Any]) -> AlbertBackbone:
         config = dict(config)
         albert = dict(config.pop("config"))
         albert.pop("model_type", None)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         return cls(AlbertConfig(**albert), **config)

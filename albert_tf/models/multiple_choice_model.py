@@ -13,6 +13,7 @@ from albert_tf.heads.multiple_choice_head import MultipleChoiceHead
 from albert_tf.models.backbone import AlbertBackbone
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertMultipleChoice(keras.Model):
     """Scores the options of multiple-choice questions (RACE, C3, ...).
 
@@ -35,6 +36,8 @@ class AlbertMultipleChoice(keras.Model):
     """
 
     def __init__(self, backbone: AlbertBackbone, **kwargs):
+        # The task model computes in the backbone's precision, like its heads.
+        kwargs.setdefault("dtype", backbone.dtype_policy)
         super().__init__(**kwargs)
         self.backbone = backbone
         self.multiple_choice_head = MultipleChoiceHead(
@@ -66,3 +69,21 @@ class AlbertMultipleChoice(keras.Model):
         pooled = self.backbone(flat, training=training)["pooled_output"]
         choice_mask = ops.any(ops.cast(padding_mask, "bool"), axis=-1)  # [B, C]
         return self.multiple_choice_head(pooled, choice_mask, training=training)
+
+    def get_config(self) -> dict[str, Any]:
+        # The backbone is the whole configuration: __init__ rebuilds the heads
+        # from its AlbertConfig and ties them to its layers (keras-hub's Task
+        # does the same), so a restored model shares, not copies, the tied
+        # embedding.
+        return {
+            "backbone": keras.layers.serialize(self.backbone),
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> AlbertMultipleChoice:
+        config = dict(config)
+        if isinstance(config["backbone"], dict):
+            config["backbone"] = keras.layers.deserialize(config["backbone"])
+        return cls(**config)

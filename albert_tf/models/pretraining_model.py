@@ -15,6 +15,7 @@ from albert_tf.models.backbone import AlbertBackbone
 BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertPretrainingModel(keras.Model):
     """ALBERT with its two pretraining heads (paper §3: MLM + SOP).
 
@@ -37,6 +38,8 @@ class AlbertPretrainingModel(keras.Model):
     """
 
     def __init__(self, backbone: AlbertBackbone, **kwargs):
+        # The task model computes in the backbone's precision, like its heads.
+        kwargs.setdefault("dtype", backbone.dtype_policy)
         super().__init__(**kwargs)
         config = backbone.config
         self.backbone = backbone
@@ -73,6 +76,24 @@ class AlbertPretrainingModel(keras.Model):
         )
         outputs["sop_logits"] = self.sop_head(outputs["pooled_output"], training=training)
         return outputs
+
+    def get_config(self) -> dict[str, Any]:
+        # The backbone is the whole configuration: __init__ rebuilds the heads
+        # from its AlbertConfig and ties them to its layers (keras-hub's Task
+        # does the same), so a restored model shares, not copies, the tied
+        # embedding.
+        return {
+            "backbone": keras.layers.serialize(self.backbone),
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> AlbertPretrainingModel:
+        config = dict(config)
+        if isinstance(config["backbone"], dict):
+            config["backbone"] = keras.layers.deserialize(config["backbone"])
+        return cls(**config)
 
 
 def _dummy_inputs(batch: int, seq: int) -> dict[str, np.ndarray]:
