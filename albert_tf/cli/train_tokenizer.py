@@ -10,25 +10,28 @@ Chinese (BERT WordPiece vocab.txt):
     python -m albert_tf.train_tokenizer --kind=wordpiece \
         --input=corpus/zh.jsonl.gz --output_dir=runs/wp --vocab_size=21128
 
-Inputs are plain text (one sentence a line) or JSON Lines with a
-``"sentences"`` list (``*.jsonl`` / ``*.json``), optionally gzipped; globs
-and comma-separated lists are accepted. Lines that are not valid UTF-8 are
-skipped and counted in the final report.
+Inputs are read by the same reader as pretraining data
+(`albert_tf.data.corpus`): plain text (one sentence a line) or JSON Lines with
+a ``"sentences"`` list (or a ``"text"`` string), gzipped or not, told apart by
+their content rather than their names. Files, globs, folders, ``sample:en`` /
+``sample:zh`` and comma-separated lists are accepted
+(`albert_tf.data.inputs.resolve_inputs`). Bad input (lines that are not valid
+UTF-8, JSON that does not parse...) is skipped and counted in the final report.
 """
 
 from __future__ import annotations
 
-import glob
 import sys
 import time
 
 from absl import flags, logging
 
 from albert_tf.cli import runner
-from albert_tf.tokenizers.corpus import CorpusStats, iter_sentences
+from albert_tf.data.corpus import ReadStats, iter_sentences
+from albert_tf.data.inputs import resolve_inputs
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("input", None, "Training files (globs allowed), comma-separated.")
+flags.DEFINE_list("input", None, "Training files, globs, folders or sample:en|zh, comma-separated.")
 flags.DEFINE_string("output_dir", None, "Directory for the tokenizer files.")
 flags.DEFINE_enum("kind", "sentencepiece", ["sentencepiece", "wordpiece"], "Tokenizer kind.")
 flags.DEFINE_integer("vocab_size", 30000, "Target vocabulary size.")
@@ -54,14 +57,6 @@ flags.DEFINE_integer("min_count", 2, "wordpiece: lowest word-frequency threshold
 flags.DEFINE_integer("max_unique_chars", 20000, "wordpiece: alphabet size cap.")
 
 
-def _expand(patterns: list[str]) -> list[str]:
-    paths: list[str] = []
-    for pattern in patterns:
-        matched = sorted(glob.glob(pattern))
-        paths.extend(matched if matched else [pattern])  # missing → clear error later
-    return paths
-
-
 def _progress(start: float):
     def report(count: int) -> None:
         rate = count / max(time.time() - start, 1e-6)
@@ -72,8 +67,8 @@ def _progress(start: float):
 
 
 def main() -> None:
-    paths = _expand(FLAGS.input)
-    stats = CorpusStats()
+    paths = resolve_inputs(FLAGS.input)  # missing files fail here, before training
+    stats = ReadStats()
     sentences = iter_sentences(paths, stats)
     progress = _progress(time.time())
     if FLAGS.kind == "sentencepiece":
@@ -105,9 +100,10 @@ def main() -> None:
             progress=progress,
         )
     sys.stderr.write("\n")
-    if stats.invalid_utf8_lines or stats.malformed_json_lines:
-        logging.warning("skipped input lines: %s", stats.summary())
-    print(f"input: {stats.summary()}")
+    summary = f"{len(paths)} file(s); " + "; ".join(stats.summary().splitlines())
+    if stats.skipped:
+        logging.warning("skipped bad input: %s", summary)
+    print(f"input: {summary}")
     print(
         f"wrote {tokenizer.kind} tokenizer with {tokenizer.vocabulary_size} entries "
         f"to {FLAGS.output_dir}"

@@ -1,5 +1,9 @@
 """Corpora, pretraining examples and the dynamic-masking input pipeline.
 
+In the order data flows: `inputs` names files, `corpus` reads them into
+documents, `examples` builds sentence pairs, `shards` writes them to TFRecords,
+`masking` and `pipeline` turn shards into masked training batches.
+
 >>> from albert_tf.data import read_documents, sample_path
 >>> len(list(read_documents(sample_path("zh"))))
 284
@@ -7,39 +11,21 @@
 
 from __future__ import annotations
 
-import pathlib
-
 from albert_tf.data.corpus import (
     Document,
     ReadStats,
+    iter_sentences,
     read_corpus,
     read_documents,
     split_lines,
     split_sentences,
     tfds_documents,
 )
+from albert_tf.data.examples import PretrainingExample, create_examples_from_document
+from albert_tf.data.inputs import resolve_inputs, sample_language, sample_path
 from albert_tf.data.masking import Masker, MaskingVocab, default_max_predictions
 from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
-from albert_tf.data.pretraining import (
-    PretrainingExample,
-    WriteSummary,
-    create_examples_from_document,
-    write_pretraining_data,
-)
-
-_SAMPLE_DIR = pathlib.Path(__file__).resolve().parent / "sample"
-
-
-def sample_path(language: str = "en") -> str:
-    """Path of the embedded sample corpus (JSON Lines) for ``"en"`` or ``"zh"``.
-
-    >>> sample_path("en").endswith("en_sample.jsonl")
-    True
-    """
-    if language not in ("en", "zh"):
-        raise ValueError(f"no embedded sample for {language!r}; use 'en' or 'zh'")
-    return str(_SAMPLE_DIR / f"{language}_sample.jsonl")
-
+from albert_tf.data.shards import WriteSummary, write_pretraining_data
 
 __all__ = [
     "Document",
@@ -51,9 +37,12 @@ __all__ = [
     "create_examples_from_document",
     "default_max_predictions",
     "held_out_dataset",
+    "iter_sentences",
     "pretraining_dataset",
     "read_corpus",
     "read_documents",
+    "resolve_inputs",
+    "sample_language",
     "sample_path",
     "split_lines",
     "split_sentences",

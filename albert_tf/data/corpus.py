@@ -28,8 +28,11 @@ reason                 what happened
 ``empty_document``     a document left with no sentences
 =====================  =====================================================
 
-Missing files (or a glob matching nothing) raise `FileNotFoundError` before any
-work starts.
+Files are named as `albert_tf.data.inputs.resolve_inputs` explains (files,
+globs, folders, ``sample:en``); missing files (or a glob matching nothing) raise
+`FileNotFoundError` before any work starts. Tokenizer training
+(`iter_sentences`), pretraining data and ``pretrain --corpus`` all read through
+`read_documents`, so a file is read the same way everywhere.
 
 >>> from albert_tf.data import sample_path
 >>> stats = ReadStats()
@@ -42,13 +45,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import glob
 import gzip
 import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO
+
+from albert_tf.data.inputs import PathSpec, resolve_inputs
 
 #: A document is its sentences, in order.
 Document = list[str]
@@ -179,33 +183,9 @@ def split_lines(text: str) -> list[str]:
 # --------------------------------------------------------------------------
 
 
-def expand_inputs(patterns: str | Sequence[str]) -> list[str]:
-    """Expands comma-separated paths/globs into a sorted, de-duplicated list.
-
-    Raises `FileNotFoundError` naming every pattern that matches nothing.
-    """
-    if isinstance(patterns, str):
-        patterns = [patterns]
-    files: list[str] = []
-    missing: list[str] = []
-    for pattern in patterns:
-        for part in str(pattern).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            matches = sorted(glob.glob(os.path.expanduser(part)))
-            matches = [m for m in matches if os.path.isfile(m)]
-            if not matches:
-                missing.append(part)
-            files.extend(matches)
-    if missing:
-        raise FileNotFoundError(f"no input files match: {', '.join(missing)}")
-    if not files:
-        raise FileNotFoundError("no input files given")
-    return list(dict.fromkeys(files))
-
-
-def _open_binary(path: str) -> BinaryIO:
+def open_binary(path: str) -> BinaryIO:
+    """Opens ``path`` for reading bytes, decompressing if it starts with the
+    gzip magic bytes (whatever its name)."""
     with open(path, "rb") as fh:
         magic = fh.read(2)
     if magic == b"\x1f\x8b":
@@ -215,7 +195,7 @@ def _open_binary(path: str) -> BinaryIO:
 
 def detect_format(path: str) -> str:
     """``"jsonl"`` if the first non-blank line starts with ``{``, else ``"text"``."""
-    with _open_binary(path) as fh:
+    with open_binary(path) as fh:
         for raw in fh:
             stripped = raw.strip()
             if stripped:
@@ -314,7 +294,7 @@ def read_documents(
     if file_format not in ("text", "jsonl"):
         raise ValueError(f"file_format must be 'text', 'jsonl' or 'auto', got {file_format!r}")
     clean = dict(max_sentence_chars=max_sentence_chars)
-    with _open_binary(path) as fh:
+    with open_binary(path) as fh:
         if file_format == "text":
             doc: list[str] = []
             for line in _lines(fh, stats, max_line_bytes):
@@ -359,11 +339,36 @@ def _record_sentences(record: object) -> list[str] | None:
 
 
 def read_corpus(
-    paths: str | Sequence[str], *, stats: ReadStats | None = None, **kwargs
+    specs: PathSpec | Sequence[PathSpec],
+    *,
+    stats: ReadStats | None = None,
+    what: str = "input",
+    **kwargs,
 ) -> Iterator[Document]:
-    """`read_documents` over every file of `expand_inputs(paths)`, in order."""
-    for path in expand_inputs(paths):
+    """`read_documents` over every file of `resolve_inputs(specs)`, in order.
+
+    ``specs`` are files, globs, folders or ``sample:en`` / ``sample:zh``;
+    ``what`` names them in the error for a missing one.
+    """
+    for path in resolve_inputs(specs, what=what):
         yield from read_documents(path, stats=stats, **kwargs)
+
+
+def iter_sentences(
+    specs: PathSpec | Sequence[PathSpec], stats: ReadStats | None = None, **kwargs
+) -> Iterator[str]:
+    """Every sentence of `read_corpus(specs)`, in order: tokenizer-training text.
+
+    Tokenizer training and pretraining read a file through this one reader, so
+    they see the same sentences.
+
+    >>> from albert_tf.data import sample_path
+    >>> stats = ReadStats()
+    >>> sum(1 for _ in iter_sentences([sample_path("en")], stats)) == stats.sentences
+    True
+    """
+    for document in read_corpus(specs, stats=stats, **kwargs):
+        yield from document
 
 
 # --------------------------------------------------------------------------

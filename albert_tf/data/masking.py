@@ -55,7 +55,7 @@ class MaskingVocab:
     """What masking needs to know about a vocabulary.
 
     Build it from a tokenizer (`from_tokenizer`), or from the ``vocab.json``
-    `albert_tf.data.pretraining.write_pretraining_data` saves next to the
+    `albert_tf.data.shards.write_pretraining_data` saves next to the
     shards (`load`).
     """
 

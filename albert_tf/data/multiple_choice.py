@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import glob
-import gzip
 import json
 import os
 import random
@@ -46,8 +44,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.corpus import open_binary
+from albert_tf.data.inputs import resolve_inputs
+
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_DATA_SUFFIXES = (".jsonl", ".json", ".txt", ".gz")
 
 
 @dataclasses.dataclass
@@ -73,40 +73,10 @@ def build_qa(question: str, option: str) -> str:
 # -- reading -----------------------------------------------------------------
 
 
-def expand_paths(paths: str | Sequence[str]) -> list[str]:
-    """Files from paths, globs (``*``) and directories (searched recursively).
-
-    Raises:
-        FileNotFoundError: a path or glob that matches no file.
-    """
-    if isinstance(paths, str):
-        paths = [p for p in paths.split(",") if p]
-    files: list[str] = []
-    for pattern in paths:
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-        found = []
-        for match in matches:
-            if os.path.isdir(match):
-                for root, _, names in sorted(os.walk(match)):
-                    found += [
-                        os.path.join(root, n)
-                        for n in sorted(names)
-                        if n.endswith(_DATA_SUFFIXES) and not n.startswith(".")
-                    ]
-            elif os.path.isfile(match):
-                found.append(match)
-        if not found:
-            raise FileNotFoundError(f"no multiple-choice data file matches {pattern!r}")
-        files += found
-    return files
-
-
 def _read_text(path: str) -> str:
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":  # gzip magic: detect by content, not by name
-        raw = gzip.decompress(raw)
-    return raw.decode("utf-8", errors="replace")
+    # The corpus reader's opener: gzip is detected by content, not by name.
+    with open_binary(path) as f:
+        return f.read().decode("utf-8", errors="replace")
 
 
 def _check_item(
@@ -211,7 +181,8 @@ def read_multiple_choice(
     """Reads items in any of the three formats; bad input is skipped and counted.
 
     Args:
-        paths: files, globs or directories (a comma-separated string works too).
+        paths: files, globs or directories (a comma-separated string works too),
+            as `albert_tf.data.inputs.resolve_inputs` expands them.
 
     Returns:
         ``(items, skipped)``: ``skipped`` counts dropped input by reason
@@ -223,7 +194,7 @@ def read_multiple_choice(
     """
     items: list[MultipleChoiceExample] = []
     skipped: collections.Counter = collections.Counter()
-    for path in expand_paths(paths):
+    for path in resolve_inputs(paths, what="multiple-choice data", samples=False):
         text = _read_text(path)
         stripped = text.lstrip()
         if stripped.startswith("["):  # C3: one JSON array per file

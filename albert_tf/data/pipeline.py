@@ -29,7 +29,7 @@ import os
 import tensorflow as tf
 
 from albert_tf.data.masking import Masker, MaskingVocab
-from albert_tf.data.pretraining import read_metadata
+from albert_tf.data.shards import read_metadata
 
 _FEATURES = {
     "token_ids": tf.io.RaggedFeature(tf.int64),
@@ -119,7 +119,7 @@ def pretraining_dataset(
       return_spans: add ``span_lengths`` to features (for tests/statistics).
 
     >>> import os, tempfile, numpy as np
-    >>> from albert_tf.data.pretraining import PretrainingExample, serialize_example
+    >>> from albert_tf.data.examples import PretrainingExample, serialize_example
     >>> d = tempfile.mkdtemp(); path = os.path.join(d, "pretrain-0.tfrecord")
     >>> with tf.io.TFRecordWriter(path) as w:
     ...     w.write(serialize_example(PretrainingExample(

@@ -1,8 +1,11 @@
 """Tokenizers: SentencePiece (English ALBERT) and WordPiece (Chinese ALBERT),
-both in-graph behind :class:`~albert_tf.tokenizers.base.Tokenizer`."""
+both in-graph behind :class:`~albert_tf.tokenizers.base.Tokenizer`.
 
+Training text comes from the one corpus reader, `albert_tf.data.corpus`;
+`iter_sentences` is re-exported here for convenience."""
+
+from albert_tf.data.corpus import iter_sentences
 from albert_tf.tokenizers.base import SPECIAL_TOKENS, Tokenizer
-from albert_tf.tokenizers.corpus import CorpusStats, iter_sentences
 from albert_tf.tokenizers.registry import load_tokenizer
 from albert_tf.tokenizers.sentencepiece import (
     SentencePieceTokenizer,
@@ -19,7 +22,6 @@ from albert_tf.tokenizers.wordpiece import (
 
 __all__ = [
     "SPECIAL_TOKENS",
-    "CorpusStats",
     "SentencePieceTokenizer",
     "Tokenizer",
     "WordPieceTokenizer",

@@ -9,14 +9,12 @@ reuses what an earlier one prepared.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import os
 import zlib
 
-from albert_tf.data import read_documents, sample_path
-from albert_tf.data.corpus import ReadStats
-from albert_tf.data.pretraining import write_pretraining_data
+from albert_tf.data.corpus import ReadStats, read_corpus
+from albert_tf.data.shards import write_pretraining_data
 from albert_tf.tokenizers import load_tokenizer, train_sentencepiece, train_wordpiece
 
 DONE_FILE = "prepared.json"
@@ -28,23 +26,6 @@ class PreparedData:
     train_files: str
     eval_files: str | None
     summary: dict
-
-
-def resolve_corpus(spec: str) -> list[str]:
-    """Comma-separated files/globs; ``sample:en`` / ``sample:zh`` name the
-    embedded samples."""
-    paths: list[str] = []
-    for part in (p.strip() for p in spec.split(",") if p.strip()):
-        if part.startswith("sample:"):
-            paths.append(sample_path(part.split(":", 1)[1]))
-            continue
-        matches = sorted(glob.glob(part))
-        if not matches:
-            raise FileNotFoundError(f"corpus file not found: {part}")
-        paths.extend(matches)
-    if not paths:
-        raise ValueError("--corpus names no files.")
-    return paths
 
 
 def _is_held_out(document: list[str], eval_every: int) -> bool:
@@ -80,9 +61,9 @@ def prepare_pretraining_data(
     os.makedirs(work_dir, exist_ok=True)
     stats = ReadStats()
     splits: dict[str, list[list[str]]] = {"train": [], "eval": []}
-    for path in resolve_corpus(corpus):
-        for document in read_documents(path, stats=stats):
-            splits["eval" if _is_held_out(document, eval_every) else "train"].append(document)
+    # Files, globs, folders or sample:en / sample:zh (`resolve_inputs`).
+    for document in read_corpus(corpus, stats=stats, what="corpus"):
+        splits["eval" if _is_held_out(document, eval_every) else "train"].append(document)
     if not splits["train"]:
         raise ValueError(f"{corpus} holds no usable documents ({stats.summary()}).")
     log(

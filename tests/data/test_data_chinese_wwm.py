@@ -12,7 +12,7 @@ import tensorflow as tf
 from albert_tf.data import read_documents, sample_path
 from albert_tf.data.chinese_wwm import get_segmenter, is_cjk_char, word_continuation
 from albert_tf.data.pipeline import pretraining_dataset
-from albert_tf.data.pretraining import write_pretraining_data
+from albert_tf.data.shards import write_pretraining_data
 from albert_tf.tokenizers import WordPieceTokenizer
 
 

@@ -13,12 +13,12 @@ import tensorflow_datasets as tfds
 from albert_tf.data import sample_path
 from albert_tf.data.corpus import (
     ReadStats,
-    expand_inputs,
     read_corpus,
     read_documents,
     split_sentences,
     tfds_documents,
 )
+from albert_tf.data.inputs import resolve_inputs
 from albert_tf.data.tfds_corpus import AlbertCorpus
 
 
@@ -134,7 +134,7 @@ def test_missing_files_raise_before_work(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope"):
         list(read_documents(str(tmp_path / "nope.txt")))
     with pytest.raises(FileNotFoundError, match="missing"):
-        expand_inputs([sample_path("en"), str(tmp_path / "missing*.txt")])
+        resolve_inputs([sample_path("en"), str(tmp_path / "missing*.txt")])
     with pytest.raises(FileNotFoundError):
         list(read_corpus(str(tmp_path / "*.jsonl")))
 

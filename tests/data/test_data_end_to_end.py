@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from albert_tf.data import read_documents, sample_path
 from albert_tf.data.pipeline import pretraining_dataset
-from albert_tf.data.pretraining import write_pretraining_data
+from albert_tf.data.shards import write_pretraining_data
 from albert_tf.tokenizers import Tokenizer, WordPieceTokenizer, train_sentencepiece
 
 

@@ -14,10 +14,8 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import sample_path
-from albert_tf.data.pretraining import (
-    create_examples_from_document,
-    write_pretraining_data,
-)
+from albert_tf.data.examples import create_examples_from_document
+from albert_tf.data.shards import write_pretraining_data
 
 CLS, SEP = 2, 3
 DOC_STRIDE = 100_000

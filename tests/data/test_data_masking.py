@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.data.examples import PretrainingExample, serialize_example
 from albert_tf.data.masking import MaskingVocab
 from albert_tf.data.pipeline import pretraining_dataset
-from albert_tf.data.pretraining import PretrainingExample, serialize_example
 
 VOCAB = 1000
 SPECIAL = (0, 1, 2, 3, 4)  # pad unk cls sep mask

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from albert_tf.tokenizers.corpus import iter_sentences
+from albert_tf.data.corpus import iter_sentences
 from albert_tf.tokenizers.sentencepiece import SentencePieceTokenizer, train_sentencepiece
 from albert_tf.tokenizers.wordpiece import WordPieceTokenizer, train_wordpiece
 

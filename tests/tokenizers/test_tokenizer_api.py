@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.data.corpus import ReadStats
 from albert_tf.tokenizers import (
-    CorpusStats,
     SentencePieceTokenizer,
     Tokenizer,
     WordPieceTokenizer,
@@ -175,13 +175,20 @@ def test_corpus_reader_counts_bad_lines(tmp_path):
         handle.write(b"{not json\n")
         handle.write(b'{"id": 2, "sentences": ["caf\xc3\xa9", "\xe0\x80 bad"]}\n')
         handle.write(b'{"id": 3, "text": "no sentences key"}\n')
-    stats = CorpusStats()
-    assert list(iter_sentences([plain, jsonl], stats)) == ["good line", "another", "one", "two"]
-    assert stats.invalid_utf8_lines == 2
-    assert stats.malformed_json_lines == 2
-    assert stats.sentences == 4 and stats.files == 2
-    assert "skipped 2 invalid UTF-8" in stats.summary()
-    with pytest.raises(FileNotFoundError):
+    stats = ReadStats()
+    # A record with "text" instead of "sentences" is split into sentences, as
+    # the pretraining reader does (the one reader serves both).
+    assert list(iter_sentences([plain, jsonl], stats)) == [
+        "good line",
+        "another",
+        "one",
+        "two",
+        "no sentences key",
+    ]
+    assert dict(stats.skipped) == {"invalid_utf8": 2, "invalid_json": 1, "empty_sentence": 1}
+    assert stats.sentences == 5 and stats.documents == 4
+    assert "skipped (invalid_utf8): 2" in stats.summary()
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
         list(iter_sentences([tmp_path / "missing.txt"]))
 
 
@@ -234,7 +241,8 @@ def test_train_tokenizer_cli(tmp_path):
         timeout=120,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "skipped 1 invalid UTF-8 line(s)" in result.stdout
+    assert "input: 1 file(s); documents: 200; sentences: 400;" in result.stdout
+    assert "skipped (invalid_utf8): 1" in result.stdout
     tokenizer = load_tokenizer(out)
     assert tokenizer.kind == "wordpiece"
     ids = tokenizer.tokenize(tf.constant(["中文 models"])).to_list()[0]

@@ -1,0 +1,212 @@
+"""Pretraining examples: segment pairs for SOP (or NSP, or none) from a document.
+
+Follows google-research/albert ``create_pretraining_data.py``:
+
+* Target length ``max_seq_length - 3`` (room for [CLS] A [SEP] B [SEP]); with
+  probability ``short_seq_prob`` a random shorter target in
+  ``[2, max_seq_length - 3]``, so the model also sees short inputs.
+* Consecutive sentences of one document fill a chunk up to the target; the
+  chunk is split at a random sentence boundary into A and B.
+* **sop** — with probability 0.5, A and B swap places; label 1 = swapped.
+* **nsp** — with probability 0.5 (always, for a one-sentence chunk), B comes
+  from a random other document; label 1 = random. The chunk's unused
+  sentences go back to be used again, as in the reference.
+* **none** — a single segment, ``[CLS] A [SEP]``, label 0.
+* The pair is truncated to fit by removing tokens from the longer side, from
+  its front or back at random.
+
+Differences from the reference, on purpose:
+
+* In SOP mode a chunk of a single sentence (a sentence longer than the
+  target, or a document's last leftover sentence) is split inside the
+  sentence at a random token, instead of taking B from another document —
+  which would mix NSP-style negatives into SOP.
+* Documents with fewer than two sentences are skipped in sop/nsp mode and
+  counted (``one_sentence_document``).
+* Masking is not done here: shards hold unmasked pairs; the input pipeline
+  masks dynamically (`albert_tf.data.masking`).
+
+Pair building is a pure function of (the document pool, a document index, a
+`random.Random`, the options): it reads no files and holds no state, so any
+writer — `albert_tf.data.shards` today — can call it. `serialize_example` is
+the shard record format.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import random
+from collections.abc import Iterable, Sequence
+
+#: Sentence-level tasks: sentence-order prediction, next-sentence prediction,
+#: or none (single segments). The one definition; the trainer and the CLIs
+#: import it from here.
+SENTENCE_TASKS = ("sop", "nsp", "none")
+
+
+@dataclasses.dataclass
+class PretrainingExample:
+    """One unmasked example: ``[CLS] A [SEP] B [SEP]`` and its label."""
+
+    token_ids: list[int]
+    segment_ids: list[int]
+    sentence_order_label: int
+    #: 1 where a piece continues a segmenter word (Chinese whole-word
+    #: masking, `albert_tf.data.chinese_wwm`); None when not segmented.
+    word_continues: list[int] | None = None
+
+
+def truncate_seq_pair(
+    tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random
+) -> None:
+    """Truncates in place, one token at a time from the longer list, from its
+    front or back at random (avoids always cutting the same end).
+
+    >>> a, b = list(range(6)), [9, 9]
+    >>> truncate_seq_pair(a, b, 5, random.Random(0)); len(a), len(b)
+    (3, 2)
+    """
+    while len(tokens_a) + len(tokens_b) > max_num_tokens:
+        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        if rng.random() < 0.5:
+            del longer[0]
+        else:
+            longer.pop()
+
+
+def pack_pair(
+    tokens_a: Sequence[int], tokens_b: Sequence[int], cls_id: int, sep_id: int
+) -> tuple[list[int], list[int]]:
+    """``[CLS] A [SEP] B [SEP]`` (or ``[CLS] A [SEP]`` for empty B), segment
+    ids 0 for [CLS] A [SEP] and 1 for B [SEP].
+
+    >>> pack_pair([7, 8], [9], cls_id=2, sep_id=3)
+    ([2, 7, 8, 3, 9, 3], [0, 0, 0, 0, 1, 1])
+    """
+    ids = [cls_id, *tokens_a, sep_id]
+    segs = [0] * len(ids)
+    if tokens_b:
+        ids += [*tokens_b, sep_id]
+        segs += [1] * (len(tokens_b) + 1)
+    return ids, segs
+
+
+def create_examples_from_document(
+    documents: Sequence[Sequence[Sequence[int]]],
+    doc_index: int,
+    *,
+    max_seq_length: int,
+    cls_id: int,
+    sep_id: int,
+    rng: random.Random,
+    sentence_task: str = "sop",
+    short_seq_prob: float = 0.1,
+    stats: collections.Counter | None = None,
+) -> list[PretrainingExample]:
+    """Examples from ``documents[doc_index]`` (a list of sentences of ids).
+
+    ``documents`` is the whole pool, which NSP draws random B segments from.
+
+    >>> doc = [[10, 11], [12, 13, 14], [15]]
+    >>> exs = create_examples_from_document([doc], 0, max_seq_length=16,
+    ...     cls_id=2, sep_id=3, rng=random.Random(1), short_seq_prob=0.0)
+    >>> [(e.token_ids, e.sentence_order_label) for e in exs]
+    [([2, 12, 13, 14, 15, 3, 10, 11, 3], 1)]
+    """
+    if sentence_task not in SENTENCE_TASKS:
+        raise ValueError(f"sentence_task must be one of {SENTENCE_TASKS}")
+    stats = stats if stats is not None else collections.Counter()
+    document = documents[doc_index]
+    pair = sentence_task != "none"
+    if pair and len(document) < 2:
+        stats["one_sentence_document"] += 1
+        return []
+    max_num_tokens = max_seq_length - (3 if pair else 2)
+    target = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target = rng.randint(2, max_num_tokens)
+
+    examples: list[PretrainingExample] = []
+    chunk: list[Sequence[int]] = []
+    chunk_len = 0
+    i = 0
+    while i < len(document):
+        chunk.append(document[i])
+        chunk_len += len(document[i])
+        if i == len(document) - 1 or chunk_len >= target:
+            label = 0
+            if not pair:
+                tokens_a = [t for s in chunk for t in s]
+                tokens_b: list[int] = []
+            else:
+                a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+                tokens_a = [t for s in chunk[:a_end] for t in s]
+                tokens_b = [t for s in chunk[a_end:] for t in s]
+                if sentence_task == "nsp" and (len(chunk) == 1 or rng.random() < 0.5):
+                    label = 1
+                    tokens_b = _random_segment(
+                        documents, doc_index, target - len(tokens_a), rng, stats
+                    )
+                    # Put back the sentences B did not use.
+                    i -= len(chunk) - a_end
+                elif sentence_task == "sop":
+                    if len(chunk) == 1:
+                        if len(tokens_a) < 2:
+                            stats["one_token_chunk"] += 1
+                            tokens_a = []
+                        else:
+                            cut = rng.randint(1, len(tokens_a) - 1)
+                            tokens_a, tokens_b = tokens_a[:cut], tokens_a[cut:]
+                            stats["single_sentence_chunk_split"] += 1
+                    if rng.random() < 0.5:
+                        tokens_a, tokens_b = tokens_b, tokens_a
+                        label = 1
+            if tokens_a and (tokens_b or not pair):
+                truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+                ids, segs = pack_pair(tokens_a, tokens_b, cls_id, sep_id)
+                examples.append(PretrainingExample(ids, segs, label))
+            chunk, chunk_len = [], 0
+        i += 1
+    return examples
+
+
+def _random_segment(
+    documents: Sequence[Sequence[Sequence[int]]],
+    doc_index: int,
+    target_len: int,
+    rng: random.Random,
+    stats: collections.Counter,
+) -> list[int]:
+    if len(documents) < 2:
+        stats["nsp_single_document_pool"] += 1
+        other = documents[doc_index]
+    else:
+        j = rng.randrange(len(documents) - 1)
+        other = documents[j + 1 if j >= doc_index else j]
+    start = rng.randrange(len(other))
+    out: list[int] = []
+    for sentence in other[start:]:
+        out.extend(sentence)
+        if len(out) >= target_len:
+            break
+    return out
+
+
+def serialize_example(example: PretrainingExample) -> bytes:
+    """A `tf.train.Example` with int64 lists ``token_ids``, ``segment_ids``
+    (unpadded), int64 ``sentence_order_label`` and, for segmented Chinese,
+    ``word_continues``."""
+    import tensorflow as tf
+
+    def ints(values: Iterable[int]) -> tf.train.Feature:
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+    feature = {
+        "token_ids": ints(example.token_ids),
+        "segment_ids": ints(example.segment_ids),
+        "sentence_order_label": ints([example.sentence_order_label]),
+    }
+    if example.word_continues is not None:
+        feature["word_continues"] = ints(example.word_continues)
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
