@@ -196,7 +196,7 @@ def _random_segment(
 def serialize_example(example: PretrainingExample) -> bytes:
     """A `tf.train.Example` with int64 lists ``token_ids``, ``segment_ids``
     (unpadded), int64 ``sentence_order_label`` and, for segmented Chinese,
-    ``word_continues``."""
+    ``word_continues``; the same example always gives the same bytes."""
     import tensorflow as tf
 
     def ints(values: Iterable[int]) -> tf.train.Feature:
@@ -209,4 +209,8 @@ def serialize_example(example: PretrainingExample) -> bytes:
     }
     if example.word_continues is not None:
         feature["word_continues"] = ints(example.word_continues)
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    example_proto = tf.train.Example(features=tf.train.Features(feature=feature))
+    # Features is a protobuf map; without deterministic=True its entries are
+    # serialized in an order that depends on the process's hash seed, and
+    # shards would differ between runs (and between worker processes).
+    return example_proto.SerializeToString(deterministic=True)

@@ -64,6 +64,28 @@ def test_sentencepiece_parallel_writer_and_pipeline(spm_dir, tmp_path):
     )
     assert summary.documents == 84 and summary.examples > 500
     assert not summary.skipped
+    # Each input is seeded by its index, so worker processes (each built its
+    # own ShardWriter and tokenizer) write exactly what this process writes.
+    in_process = str(tmp_path / "in_process")
+    write_pretraining_data(
+        tokenizer=spm_dir,
+        output_dir=in_process,
+        inputs=[sample_path("en"), str(copy)],
+        max_seq_length=128,
+        dupe_factor=2,
+        num_shards=2,
+        num_workers=1,
+        show_progress=False,
+        log=None,
+    )
+    shard_names = sorted(n for n in os.listdir(out) if n.endswith(".tfrecord"))
+    assert shard_names == sorted(n for n in os.listdir(in_process) if n.endswith(".tfrecord"))
+    for name in shard_names:
+        with (
+            open(os.path.join(out, name), "rb") as a,
+            open(os.path.join(in_process, name), "rb") as b,
+        ):
+            assert a.read() == b.read(), name
     tok = Tokenizer.load(spm_dir)
     # No tokenizer passed: masking_vocab.json next to the shards is used.
     ds = pretraining_dataset(os.path.join(out, "*.tfrecord"), batch_size=32, max_seq_length=128)

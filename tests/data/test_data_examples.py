@@ -277,3 +277,34 @@ def test_write_from_tfds_dataset(tmp_path, toy_tokenizer):
     )
     assert summary.documents == 20 and summary.sentences == 120
     assert summary.examples == len(read_records(str(tmp_path / "out"))[1]) > 20
+
+
+def test_serialized_bytes_do_not_depend_on_the_hash_seed():
+    """Shards are byte-identical across runs only if one example always
+    serializes to the same bytes; protobuf maps do not, unless asked."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from albert_tf.data.examples import PretrainingExample, serialize_example\n"
+        "ex = PretrainingExample([2, 7, 3, 8, 3], [0, 0, 0, 1, 1], 1, [0, 0, 0, 1, 0])\n"
+        "sys.stdout.write(serialize_example(ex).hex())\n"
+    )
+    outputs = set()
+    for seed in ("1", "2", "3"):
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        outputs.add(result.stdout)
+    assert len(outputs) == 1
+    parsed = tf.train.Example.FromString(bytes.fromhex(outputs.pop()))
+    feature = parsed.features.feature
+    assert list(feature["token_ids"].int64_list.value) == [2, 7, 3, 8, 3]
+    assert list(feature["word_continues"].int64_list.value) == [0, 0, 0, 1, 0]
+    assert list(feature["sentence_order_label"].int64_list.value) == [1]
