@@ -11,6 +11,9 @@ from albert_tf.config import AlbertConfig
 from albert_tf.layers.encoder import AlbertEncoder
 from albert_tf.layers.factorized_embedding import FactorizedEmbedding
 
+# The backbone's inputs, each int32 [batch, seq]; the task models pass these on.
+BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertBackbone(keras.Model):
@@ -91,22 +94,20 @@ class AlbertBackbone(keras.Model):
         )
 
         # === Functional model ===
-        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
-        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
-        x = embeddings(token_ids, segment_ids)
-        encoded = encoder(x, padding_mask=padding_mask, output_hidden_states=output_hidden_states)
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in BACKBONE_INPUTS
+        }
+        x = embeddings(inputs["token_ids"], inputs["segment_ids"])
+        encoded = encoder(
+            x, padding_mask=inputs["padding_mask"], output_hidden_states=output_hidden_states
+        )
         sequence_output = encoded[-1] if output_hidden_states else encoded
         pooled_output = pooler(sequence_output[:, 0, :])
         outputs = {"sequence_output": sequence_output, "pooled_output": pooled_output}
         if output_hidden_states:
             outputs["hidden_states"] = encoded
         super().__init__(
-            inputs={
-                "token_ids": token_ids,
-                "segment_ids": segment_ids,
-                "padding_mask": padding_mask,
-            },
+            inputs=inputs,
             outputs=outputs,
             dtype=dtype,
             **kwargs,

@@ -10,7 +10,7 @@ from keras import ops
 
 from albert_tf.config import AlbertConfig
 from albert_tf.heads.multiple_choice_head import MultipleChoiceHead
-from albert_tf.models.backbone import AlbertBackbone
+from albert_tf.models.backbone import BACKBONE_INPUTS, AlbertBackbone
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -64,7 +64,7 @@ class AlbertMultipleChoice(keras.Model):
         shape = ops.shape(inputs["token_ids"])  # [B, C, S]
         flat = {
             key: ops.reshape(inputs[key], (-1, shape[-1]))  # [B*C, S]
-            for key in ("token_ids", "segment_ids", "padding_mask")
+            for key in BACKBONE_INPUTS
         }
         pooled = self.backbone(flat, training=training)["pooled_output"]
         choice_mask = ops.any(ops.cast(padding_mask, "bool"), axis=-1)  # [B, C]

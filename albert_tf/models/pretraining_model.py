@@ -10,9 +10,9 @@ import numpy as np
 from albert_tf.config import AlbertConfig
 from albert_tf.heads.masked_lm_head import MaskedLMHead
 from albert_tf.heads.sentence_order_head import SentenceOrderHead
-from albert_tf.models.backbone import AlbertBackbone
+from albert_tf.models.backbone import BACKBONE_INPUTS, AlbertBackbone
 
-BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+__all__ = ["BACKBONE_INPUTS", "AlbertPretrainingModel"]
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
