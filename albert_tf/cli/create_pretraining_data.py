@@ -20,6 +20,7 @@ from absl import flags
 
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
+from albert_tf.data.pretraining import SENTENCE_TASKS
 
 _INPUT = flags.DEFINE_list("input", None, "Input files or globs (text or jsonl, gzip or not).")
 _TFDS_NAME = flags.DEFINE_string(
@@ -34,7 +35,7 @@ _TOKENIZER_DIR = flags.DEFINE_string("tokenizer_dir", None, "Directory a Tokeniz
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where shards and metadata.json go.")
 _MAX_SEQ_LENGTH = flags.DEFINE_integer("max_seq_length", 512, "Tokens per example.")
 _SENTENCE_TASK = flags.DEFINE_enum(
-    "sentence_task", "sop", ["sop", "nsp", "none"], "Sentence-level task."
+    "sentence_task", "sop", list(SENTENCE_TASKS), "Sentence-level task."
 )
 _SHORT_SEQ_PROB = flags.DEFINE_float(
     "short_seq_prob", 0.1, "Probability of a shorter random target length."

@@ -4,7 +4,7 @@ Trains a small SentencePiece tokenizer on the embedded English sample,
 builds ALBERT-base (paper shape, random weights), prints where its
 parameters are, and runs one forward pass on real sentences from the sample.
 Nothing is downloaded. Pretraining a real model is ``python -m
-albert_tf.pretrain`` once that lands.
+albert_tf.pretrain`` (docs/pretraining.md).
 """
 
 from __future__ import annotations

@@ -45,6 +45,12 @@ flags.DEFINE_integer("seed", 0, "Random seed (weights of a fresh head, shuffling
 flags.DEFINE_integer("max_items", None, "Use at most this many training items (quick runs).")
 flags.DEFINE_string("export_dir", None, "Also export the best checkpoint as a SavedModel here.")
 flags.DEFINE_bool("progress", True, "Show a progress bar.")
+flags.DEFINE_bool(
+    "fused_kernels",
+    True,
+    "On CPU, train with the fused GELU, LayerNorm, masked-softmax and head split/merge "
+    "kernels (stock TensorFlow ops if they cannot be built).",
+)
 
 
 def load_items(specs: list[str], seed: int):
@@ -132,6 +138,7 @@ def main() -> None:
         patience=FLAGS.patience,
         seed=FLAGS.seed,
         progress=FLAGS.progress,
+        fused_kernels=FLAGS.fused_kernels,
         language=",".join(languages),
     )
     result = trainer.fit(train, dev)

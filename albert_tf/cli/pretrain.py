@@ -20,8 +20,10 @@ from absl import flags
 
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
+from albert_tf.config import SHARE_MODES
+from albert_tf.data.pretraining import SENTENCE_TASKS
 from albert_tf.training.strategies import STRATEGIES
-from albert_tf.training.trainer import PRECISIONS, SENTENCE_TASKS
+from albert_tf.training.trainer import PRECISIONS
 
 FLAGS = flags.FLAGS
 # --- where
@@ -77,7 +79,7 @@ flags.DEFINE_integer("intermediate_size", None, "Override the FFN width.")
 flags.DEFINE_enum(
     "share",
     None,
-    ["all", "attention", "ffn", "none"],
+    list(SHARE_MODES),
     "Override cross-layer sharing (the paper's Table 4 ablation).",
 )
 # --- optimisation
@@ -103,8 +105,9 @@ flags.DEFINE_bool("jit_compile", False, "XLA-compile the model's forward and bac
 flags.DEFINE_bool(
     "fused_kernels",
     True,
-    "On CPU, run GELU and LayerNorm as fused kernels (built with the C++ compiler on "
-    "first use; stock TensorFlow ops if that fails). Not with --jit_compile.",
+    "On CPU, run GELU, LayerNorm, attention's masked softmax and head split/merge as "
+    "fused kernels (built with the C++ compiler on first use; stock TensorFlow ops if "
+    "that fails). Not with --jit_compile.",
 )
 flags.DEFINE_integer("seed", 12345, "Seed of data order, masks and initialisation.")
 # --- distribution

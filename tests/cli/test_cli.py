@@ -1,0 +1,96 @@
+"""The command-line layer: names that resolve, console scripts, one-line user errors."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from albert_tf.cli import COMMANDS, LEGACY_MODULES
+
+REPO = Path(__file__).resolve().parents[2]
+CLI_DIR = REPO / "albert_tf" / "cli"
+
+
+def _run(*args: str, executable: list[str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env.pop("ALBERT_TF_TRACEBACK", None)
+    return subprocess.run(
+        [*(executable or [sys.executable, "-m"]), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
+
+
+def test_every_command_is_a_module_with_run_and_main():
+    files = {p.stem for p in CLI_DIR.glob("*.py")} - {"__init__", "runner"}
+    assert files == set(COMMANDS)
+    for name in COMMANDS:
+        tree = ast.parse((CLI_DIR / f"{name}.py").read_text())
+        functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert {"main", "run"} <= functions, name
+
+
+def test_historical_module_names_resolve_to_the_cli_sources():
+    assert len(LEGACY_MODULES) == len(COMMANDS)
+    assert "albert_tf.data.build_corpus" in LEGACY_MODULES
+    for legacy, real in LEGACY_MODULES.items():
+        legacy_spec = importlib.util.find_spec(legacy)
+        assert legacy_spec is not None, legacy
+        assert legacy_spec.origin == str(CLI_DIR / f"{real.rsplit('.', 1)[1]}.py")
+    # The package folder holds no command module of its own any more.
+    top_level = {p.stem for p in (REPO / "albert_tf").glob("*.py")}
+    assert not top_level & set(COMMANDS)
+
+
+def test_console_scripts_cover_every_command():
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    expected = {f"albert-{name.replace('_', '-')}": f"albert_tf.cli.{name}:run" for name in COMMANDS}
+    assert scripts == expected
+
+
+def test_console_script_runs():
+    script = Path(sys.executable).parent / "albert-params"
+    if not script.exists():
+        pytest.skip("the package is not pip-installed into this interpreter's environment")
+    result = _run("--preset=albert_base_v2", executable=[str(script)])
+    assert result.returncode == 0, result.stderr[-2000:]
+    # ALBERT-base's published size (Hugging Face's albert-base-v2 reports 11,683,584).
+    assert result.stdout.strip().splitlines()[-1] == "total_parameters: 11683584"
+
+
+@pytest.mark.parametrize(
+    ("args", "command", "needle"),
+    [
+        (["albert_tf.params", "--no_such_flag"], "params", "no_such_flag"),
+        (["albert_tf.params", "stray"], "params", "unexpected arguments ['stray']"),
+        (["albert_tf.params", "--preset=albert_base_v2", "--config=x.json"], "params", "not both"),
+        (["albert_tf.export", "--checkpoint=/nonexistent"], "export", "--export_dir is required"),
+        (
+            ["albert_tf.cli.evaluate_pretraining", "--model=/nonexistent", "--eval_files=x"],
+            "evaluate_pretraining",
+            "no model directory at /nonexistent",
+        ),
+        (
+            ["albert_tf.convert", "--source=hf", "--input=/nonexistent", "--output=/tmp/x"],
+            "convert",
+            "/nonexistent",
+        ),
+        (["albert_tf.data.build_corpus"], "build_corpus", "--manual_dir is required"),
+    ],
+)
+def test_user_errors_end_in_one_line_and_exit_code_2(args, command, needle):
+    result = _run(*args)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"{command}: error: ") and needle in last, last
