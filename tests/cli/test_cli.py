@@ -54,7 +54,9 @@ def test_historical_module_names_resolve_to_the_cli_sources():
 
 def test_console_scripts_cover_every_command():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    expected = {f"albert-{name.replace('_', '-')}": f"albert_tf.cli.{name}:run" for name in COMMANDS}
+    expected = {
+        f"albert-{name.replace('_', '-')}": f"albert_tf.cli.{name}:run" for name in COMMANDS
+    }
     assert scripts == expected
 
 
