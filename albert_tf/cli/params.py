@@ -14,7 +14,7 @@ from absl import flags
 
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
-from albert_tf.config import AlbertConfig
+from albert_tf.config import SHARE_MODES, AlbertConfig
 from albert_tf.model_size import parameter_count
 from albert_tf.presets import PRESETS, get_preset
 
@@ -59,7 +59,7 @@ def table_rows() -> list[tuple[str, int, int, int | None]]:
         count = parameter_count(PRESETS[name])
         rows.append((name, count.total, count.total - count.pooler, paper))
     base = PRESETS["albert_base_v2"]
-    for share in ("all", "attention", "ffn", "none"):
+    for share in SHARE_MODES:
         for e in (64, 128, 256, 768):
             count = parameter_count(base.replace(embedding_size=e, share=share))
             label = f"base E={e} share={share}"
