@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.examples import PretrainingExample, serialize_example
 from albert_tf.data.masking import MaskingVocab
 from albert_tf.data.pipeline import pretraining_dataset
-from albert_tf.data.pretraining import PretrainingExample, serialize_example
 
 VOCAB = 30_000
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")

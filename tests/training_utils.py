@@ -23,7 +23,7 @@ def tiny_albert(vocab_size: int, **overrides) -> AlbertConfig:
 
 
 def tiny_options(model_dir, prepared, **overrides):
-    from albert_tf.training.trainer import PretrainingOptions
+    from albert_tf.training.options import PretrainingOptions
 
     fields = dict(
         model_dir=str(model_dir),

@@ -20,9 +20,13 @@ from absl import flags
 
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
-from albert_tf.data.pretraining import SENTENCE_TASKS
+from albert_tf.data.examples import SENTENCE_TASKS
 
-_INPUT = flags.DEFINE_list("input", None, "Input files or globs (text or jsonl, gzip or not).")
+_INPUT = flags.DEFINE_list(
+    "input",
+    None,
+    "Input files, globs or folders (text or JSON Lines, gzip or not), or sample:en|zh.",
+)
 _TFDS_NAME = flags.DEFINE_string(
     "tfds_name", None, "A tfds dataset with a text feature, instead of --input."
 )
@@ -57,7 +61,7 @@ _CHINESE_SEGMENTER = flags.DEFINE_enum(
 
 
 def main() -> None:
-    from albert_tf.data.pretraining import write_pretraining_data
+    from albert_tf.data.shards import write_pretraining_data
 
     if bool(_INPUT.value) == bool(_TFDS_NAME.value):
         raise UserError("give exactly one of --input or --tfds_name")

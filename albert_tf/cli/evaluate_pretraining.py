@@ -48,7 +48,7 @@ def main() -> None:
         raise UserError(f"--eval_files={FLAGS.eval_files} matches no file")
 
     import albert_tf
-    from albert_tf.data.pretraining import read_metadata
+    from albert_tf.data.shards import read_metadata
     from albert_tf.training.evaluation import evaluate_pretraining
 
     model = albert_tf.load(FLAGS.model)

@@ -57,13 +57,13 @@ def load_items(specs: list[str], seed: int):
     """Items and skip counts from paths, or a sample task for ``sample:<lang>``."""
     import collections
 
-    from albert_tf.data import read_documents, sample_path
+    from albert_tf.data import read_documents, sample_language, sample_path
     from albert_tf.data.multiple_choice import next_sentence_items, read_multiple_choice
 
     items, skipped, files = [], collections.Counter(), []
     for spec in specs:
-        if spec.startswith("sample:"):
-            lang = spec.split(":", 1)[1]
+        lang = sample_language(spec)
+        if lang is not None:
             docs = list(read_documents(sample_path(lang)))
             items += next_sentence_items(docs, seed=seed, lang=lang, prefix=f"sample_{lang}")
         else:

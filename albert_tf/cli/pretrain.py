@@ -21,9 +21,9 @@ from absl import flags
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
 from albert_tf.config import SHARE_MODES
-from albert_tf.data.pretraining import SENTENCE_TASKS
+from albert_tf.data.examples import SENTENCE_TASKS
+from albert_tf.training.precision import PRECISIONS
 from albert_tf.training.strategies import STRATEGIES
-from albert_tf.training.trainer import PRECISIONS
 
 FLAGS = flags.FLAGS
 # --- where
@@ -161,11 +161,12 @@ def main() -> None:
         raise UserError("Give exactly one of --corpus or --train_files.")
 
     from albert_tf.checkpoints.saved_format import save_model
-    from albert_tf.data.pretraining import read_metadata
+    from albert_tf.data.shards import read_metadata
     from albert_tf.tokenizers import load_tokenizer
+    from albert_tf.training.options import PretrainingOptions
     from albert_tf.training.preparation import prepare_pretraining_data
     from albert_tf.training.strategies import create_strategy
-    from albert_tf.training.trainer import PretrainingOptions, PretrainingTrainer
+    from albert_tf.training.trainer import PretrainingTrainer
 
     strategy = create_strategy(FLAGS.strategy, FLAGS.tpu)
     model_dir = FLAGS.model_dir

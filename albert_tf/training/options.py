@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from albert_tf.data.pretraining import SENTENCE_TASKS
+from albert_tf.data.examples import SENTENCE_TASKS
 from albert_tf.training.precision import PRECISIONS
 
 #: The optimizers `PretrainingOptions.optimizer` names.

@@ -27,28 +27,18 @@ from tqdm import tqdm
 
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
-from albert_tf.data.pretraining import SENTENCE_TASKS
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
 from albert_tf.training import checkpoint_layout, run_record
 from albert_tf.training.evaluation import sum_over_batches, with_standard_errors
 from albert_tf.training.losses import summarize
-from albert_tf.training.metrics_log import METRICS_FILE, MetricsLog
+from albert_tf.training.metrics_log import MetricsLog
 from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
 from albert_tf.training.options import PretrainingOptions
-from albert_tf.training.precision import PRECISIONS, dtype_policy, resolve_precision
-from albert_tf.training.run_record import RUN_FILE
+from albert_tf.training.precision import dtype_policy, resolve_precision
 from albert_tf.training.steps import PretrainingSteps
 from albert_tf.training.strategies import is_chief, worker_index
 
-# The names the command line and older code import from here stay importable.
-__all__ = [
-    "METRICS_FILE",
-    "PRECISIONS",
-    "RUN_FILE",
-    "SENTENCE_TASKS",
-    "PretrainingOptions",
-    "PretrainingTrainer",
-]
+__all__ = ["PretrainingTrainer"]
 
 
 class PretrainingTrainer:

@@ -75,7 +75,7 @@ def test_scores_match_the_trainer_and_a_plain_numpy_count(trained, prepared):
 
 
 def test_scores_an_sop_model_on_nsp_pairs(trained, prepared, tmp_path):
-    from albert_tf.data.pretraining import write_pretraining_data
+    from albert_tf.data.shards import write_pretraining_data
     from albert_tf.tokenizers import load_tokenizer
 
     _, root = trained
