@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+from testing_utils import TWO_LAYERS, tiny_config
 
 from albert_tf.config import AlbertConfig
 
 
 def tiny_albert(vocab_size: int, **overrides) -> AlbertConfig:
+    """`tiny_config` in the training shape, for a tokenizer of ``vocab_size`` pieces."""
     fields = dict(
-        vocab_size=vocab_size,
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=32,
-        classifier_dropout_prob=0.0,
+        TWO_LAYERS, vocab_size=vocab_size, max_position_embeddings=32, classifier_dropout_prob=0.0
     )
-    fields.update(overrides)
-    return AlbertConfig(**fields)
+    return tiny_config(**{**fields, **overrides})
 
 
 def tiny_options(model_dir, prepared, **overrides):

@@ -1,16 +1,10 @@
-"""Session fixture: tiny English/Chinese multiple-choice models, built once."""
+"""The app tests run Streamlit's AppTest, which leaves the app as ``__main__``."""
 
 from __future__ import annotations
 
 import sys
 
 import pytest
-from serving.mc_helpers import models
-
-
-@pytest.fixture(scope="session")
-def mc_models(tmp_path_factory):
-    return models(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ import json
 import random
 
 import keras
+from testing_utils import tiny_config
 
 import albert_tf
 from albert_tf.data.multiple_choice import MultipleChoiceExample
@@ -36,14 +37,12 @@ def _items(n: int, seed: int) -> list[MultipleChoiceExample]:
 def test_trainer_learns_keeps_best_and_stops_early(mc_models, tmp_path):
     tokenizer = load_tokenizer(mc_models["en"]["model"] / "tokenizer")
     keras.utils.set_random_seed(0)
-    config = albert_tf.AlbertConfig(
+    config = tiny_config(
         vocab_size=tokenizer.vocabulary_size,
         embedding_size=32,
         hidden_size=64,
         num_hidden_layers=2,
-        num_attention_heads=4,
         intermediate_size=128,
-        max_position_embeddings=64,
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
     )

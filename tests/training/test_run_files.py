@@ -5,8 +5,8 @@ import dataclasses
 import json
 
 import pytest
+from testing_utils import tiny_config
 
-from albert_tf.config import AlbertConfig
 from albert_tf.training.metrics_log import METRICS_FILE, MetricsLog
 from albert_tf.training.options import PretrainingOptions
 from albert_tf.training.run_record import (
@@ -19,14 +19,7 @@ from albert_tf.training.run_record import (
     write_run_record,
 )
 
-CONFIG = AlbertConfig(
-    vocab_size=100,
-    embedding_size=8,
-    hidden_size=16,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    intermediate_size=32,
-)
+CONFIG = tiny_config(vocab_size=100, num_hidden_layers=1)
 
 
 def test_record_diff_names_nested_and_missing_keys():

@@ -14,21 +14,16 @@ import os
 from pathlib import Path
 
 import numpy as np
+from testing_utils import TWO_LAYERS, tiny_config
 
 SENTENCES = {"en": 1200, "zh": 500}
 VOCAB = {"en": 700, "zh": 1200}
 
 
 def tiny_mc_config(vocab_size: int):
-    from albert_tf import AlbertConfig
-
-    return AlbertConfig(
+    return tiny_config(
+        **TWO_LAYERS,
         vocab_size=vocab_size,
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
         max_position_embeddings=128,
         initializer_range=0.5,  # random but far from uniform outputs
     )
