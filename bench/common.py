@@ -372,8 +372,8 @@ def build_padded_tokenizer(out_dir: str, vocab_size: int, smoke: bool) -> dict[s
 
     from sentencepiece import sentencepiece_model_pb2
 
-    from albert_tf.data import sample_path
-    from albert_tf.tokenizers import SentencePieceTokenizer, iter_sentences, train_sentencepiece
+    from albert_tf.data import iter_sentences, sample_path
+    from albert_tf.tokenizers import SentencePieceTokenizer, train_sentencepiece
 
     sentences = iter_sentences([sample_path("en")])
     if smoke:  # fewer pieces, faster training; still a real tokenizer

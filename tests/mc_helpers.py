@@ -30,8 +30,8 @@ def tiny_mc_config(vocab_size: int):
 
 
 def train_tokenizer(lang: str, out: Path):
-    from albert_tf.data import sample_path
-    from albert_tf.tokenizers import iter_sentences, train_sentencepiece, train_wordpiece
+    from albert_tf.data import iter_sentences, sample_path
+    from albert_tf.tokenizers import train_sentencepiece, train_wordpiece
 
     lines = list(itertools.islice(iter_sentences([sample_path(lang)]), SENTENCES[lang]))
     if lang == "en":

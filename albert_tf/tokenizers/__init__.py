@@ -1,10 +1,9 @@
 """Tokenizers: SentencePiece (English ALBERT) and WordPiece (Chinese ALBERT),
 both in-graph behind :class:`~albert_tf.tokenizers.base.Tokenizer`.
 
-Training text comes from the one corpus reader, `albert_tf.data.corpus`;
-`iter_sentences` is re-exported here for convenience."""
+Training text comes from the one corpus reader, `albert_tf.data.iter_sentences`
+(the data layer imports tokenizers, never the other way round)."""
 
-from albert_tf.data.corpus import iter_sentences
 from albert_tf.tokenizers.base import SPECIAL_TOKENS, Tokenizer
 from albert_tf.tokenizers.registry import load_tokenizer
 from albert_tf.tokenizers.sentencepiece import (
@@ -27,7 +26,6 @@ __all__ = [
     "WordPieceTokenizer",
     "basic_tokenize",
     "build_wordpiece_vocab",
-    "iter_sentences",
     "load_tokenizer",
     "normalize_text",
     "read_vocab",

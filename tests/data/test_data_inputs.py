@@ -10,11 +10,10 @@ import pathlib
 
 import pytest
 
-from albert_tf.data import ReadStats, read_corpus, sample_path
+from albert_tf.data import ReadStats, iter_sentences, read_corpus, sample_path
 from albert_tf.data.inputs import resolve_inputs, sample_language
 from albert_tf.data.multiple_choice import read_multiple_choice
 from albert_tf.data.shards import InputTask, write_pretraining_data
-from albert_tf.tokenizers import iter_sentences
 
 # Written by the tests below in three encodings; every reader must give back
 # exactly these documents.

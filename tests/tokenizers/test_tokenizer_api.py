@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.data import iter_sentences
 from albert_tf.data.corpus import ReadStats
 from albert_tf.tokenizers import (
     SentencePieceTokenizer,
     Tokenizer,
     WordPieceTokenizer,
-    iter_sentences,
     load_tokenizer,
     train_sentencepiece,
     train_wordpiece,

@@ -1,0 +1,65 @@
+"""The package's layering (docs/architecture.md): imports point only down the list."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "albert_tf"
+
+# Each area may import only areas before it. docs/architecture.md explains the order.
+ORDER = [
+    "hardware",
+    "config",
+    "kernels",
+    "activations",
+    "layers",
+    "heads",
+    "models",
+    "presets",
+    "model_size",
+    "checkpoints",
+    "tokenizers",
+    "data",
+    "training",
+    "serving",
+    "cli",
+]
+
+
+def _area(module: str) -> str:
+    return module.split(".")[1]
+
+
+def _imports(path: Path) -> set[str]:
+    """Areas of albert_tf that a file imports (``from albert_tf import x`` counts as x)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "albert_tf":
+                found |= {alias.name for alias in node.names}
+            elif node.module.startswith("albert_tf."):
+                found.add(_area(node.module))
+        elif isinstance(node, ast.Import):
+            found |= {_area(a.name) for a in node.names if a.name.startswith("albert_tf.")}
+    return found
+
+
+def test_every_area_is_placed_in_the_order():
+    areas = {p.stem for p in PACKAGE.glob("*.py")} | {
+        p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()
+    }
+    assert areas - {"__init__"} == set(ORDER)
+
+
+def test_imports_only_point_down():
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "__init__.py":
+            continue  # the public names, gathered from everywhere
+        area = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+        rank = ORDER.index(area)
+        for imported in _imports(path) - {area}:
+            if ORDER.index(imported) > rank:
+                upward.append(f"{path.relative_to(PACKAGE.parent)} imports albert_tf.{imported}")
+    assert not upward, "\n".join(upward)
