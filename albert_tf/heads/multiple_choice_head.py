@@ -5,13 +5,15 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from albert_tf.heads.pooled_classifier_head import PooledClassifierHead
+
 # Added to the logit of an absent option: exp() of it underflows to exactly
 # 0 in float32, yet it stays finite so a row with no option yields no NaN.
 ABSENT_OPTION_LOGIT = -1e9
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class MultipleChoiceHead(keras.layers.Layer):
+class MultipleChoiceHead(PooledClassifierHead):
     """Pooled output → dropout → Dense(1) → [batch, num_choices] logits.
 
     The backbone runs on the flattened [batch·num_choices, seq] inputs (one
@@ -34,24 +36,10 @@ class MultipleChoiceHead(keras.layers.Layer):
     """
 
     def __init__(self, dropout: float, initializer_range: float, **kwargs):
-        super().__init__(**kwargs)
-        self.dropout = dropout
-        self.initializer_range = initializer_range
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
-        self.dense = keras.layers.Dense(
-            1,
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-            dtype=self.dtype_policy,
-            name="dense",
-        )
-
-    def build(self, pooled_output_shape, choice_mask_shape=None):
-        self.dense.build(pooled_output_shape)
-        self.built = True
+        super().__init__(1, dropout, initializer_range, **kwargs)
 
     def call(self, pooled_output, choice_mask, training=None):
-        x = self.dropout_layer(pooled_output, training=training)
-        scores = ops.cast(self.dense(x), "float32")  # [B*C, 1]
+        scores = super().call(pooled_output, training=training)  # [B*C, 1]
         num_choices = ops.shape(choice_mask)[1]
         logits = ops.reshape(scores, (-1, num_choices))  # [B, C]
         present = ops.cast(choice_mask, "bool")
@@ -59,5 +47,5 @@ class MultipleChoiceHead(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(dropout=self.dropout, initializer_range=self.initializer_range)
+        del config["units"]  # always 1: one score per option
         return config

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import keras
-from keras import ops
+
+from albert_tf.heads.pooled_classifier_head import PooledClassifierHead
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class SentenceOrderHead(keras.layers.Layer):
+class SentenceOrderHead(PooledClassifierHead):
     """Dropout then Dense(2) on the pooled [CLS] vector.
 
     Label 0: segments in their original order; label 1: swapped (SOP) — or,
@@ -26,26 +27,9 @@ class SentenceOrderHead(keras.layers.Layer):
     """
 
     def __init__(self, dropout: float, initializer_range: float, **kwargs):
-        super().__init__(**kwargs)
-        self.dropout = dropout
-        self.initializer_range = initializer_range
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
-        self.dense = keras.layers.Dense(
-            2,
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-            dtype=self.dtype_policy,
-            name="dense",
-        )
-
-    def build(self, pooled_output_shape):
-        self.dense.build(pooled_output_shape)
-        self.built = True
-
-    def call(self, pooled_output, training=None):
-        x = self.dropout_layer(pooled_output, training=training)
-        return ops.cast(self.dense(x), "float32")
+        super().__init__(2, dropout, initializer_range, **kwargs)
 
     def get_config(self):
         config = super().get_config()
-        config.update(dropout=self.dropout, initializer_range=self.initializer_range)
+        del config["units"]  # always 2
         return config

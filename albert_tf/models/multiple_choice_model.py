@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import keras
 import numpy as np
 from keras import ops
 
-from albert_tf.config import AlbertConfig
 from albert_tf.heads.multiple_choice_head import MultipleChoiceHead
 from albert_tf.models.backbone import BACKBONE_INPUTS, AlbertBackbone
+from albert_tf.models.task import AlbertTask
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertMultipleChoice(keras.Model):
+class AlbertMultipleChoice(AlbertTask):
     """Scores the options of multiple-choice questions (RACE, C3, ...).
 
     Inputs: a dict of int32 [batch, num_choices, seq] tensors ``token_ids``,
@@ -24,6 +22,7 @@ class AlbertMultipleChoice(keras.Model):
     options at `ABSENT_OPTION_LOGIT` so that their softmax probability is 0.
 
     Example:
+        >>> from albert_tf.config import AlbertConfig
         >>> cfg = AlbertConfig(vocab_size=100, hidden_size=32, embedding_size=8,
         ...     num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
         >>> model = AlbertMultipleChoice.from_albert_config(cfg)
@@ -36,10 +35,7 @@ class AlbertMultipleChoice(keras.Model):
     """
 
     def __init__(self, backbone: AlbertBackbone, **kwargs):
-        # The task model computes in the backbone's precision, like its heads.
-        kwargs.setdefault("dtype", backbone.dtype_policy)
-        super().__init__(**kwargs)
-        self.backbone = backbone
+        super().__init__(backbone, **kwargs)
         self.multiple_choice_head = MultipleChoiceHead(
             dropout=backbone.config.classifier_dropout_prob,
             initializer_range=backbone.config.initializer_range,
@@ -48,16 +44,6 @@ class AlbertMultipleChoice(keras.Model):
         )
         ids = np.zeros((1, 2, 2), "int32")
         self({"token_ids": ids, "segment_ids": ids, "padding_mask": ids + 1})
-
-    @classmethod
-    def from_albert_config(
-        cls, config: AlbertConfig, dtype: Any = None, **kwargs
-    ) -> AlbertMultipleChoice:
-        return cls(AlbertBackbone(config, dtype=dtype), **kwargs)
-
-    @property
-    def config(self) -> AlbertConfig:
-        return self.backbone.config
 
     def call(self, inputs, training=None):
         padding_mask = inputs["padding_mask"]
@@ -69,21 +55,3 @@ class AlbertMultipleChoice(keras.Model):
         pooled = self.backbone(flat, training=training)["pooled_output"]
         choice_mask = ops.any(ops.cast(padding_mask, "bool"), axis=-1)  # [B, C]
         return self.multiple_choice_head(pooled, choice_mask, training=training)
-
-    def get_config(self) -> dict[str, Any]:
-        # The backbone is the whole configuration: __init__ rebuilds the heads
-        # from its AlbertConfig and ties them to its layers (keras-hub's Task
-        # does the same), so a restored model shares, not copies, the tied
-        # embedding.
-        return {
-            "backbone": keras.layers.serialize(self.backbone),
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> AlbertMultipleChoice:
-        config = dict(config)
-        if isinstance(config["backbone"], dict):
-            config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import keras
 import numpy as np
 
-from albert_tf.config import AlbertConfig
 from albert_tf.heads.masked_lm_head import MaskedLMHead
 from albert_tf.heads.sentence_order_head import SentenceOrderHead
 from albert_tf.models.backbone import BACKBONE_INPUTS, AlbertBackbone
+from albert_tf.models.task import AlbertTask
 
 __all__ = ["BACKBONE_INPUTS", "AlbertPretrainingModel"]
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainingModel(keras.Model):
+class AlbertPretrainingModel(AlbertTask):
     """ALBERT with its two pretraining heads (paper §3: MLM + SOP).
 
     Called on a dict of int32 [batch, seq] tensors ``token_ids``,
@@ -27,6 +25,7 @@ class AlbertPretrainingModel(keras.Model):
     ``sop_logits`` ([batch, 2]).
 
     Example:
+        >>> from albert_tf.config import AlbertConfig
         >>> cfg = AlbertConfig(vocab_size=100, hidden_size=32, embedding_size=8,
         ...     num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
         >>> model = AlbertPretrainingModel.from_albert_config(cfg)
@@ -38,11 +37,8 @@ class AlbertPretrainingModel(keras.Model):
     """
 
     def __init__(self, backbone: AlbertBackbone, **kwargs):
-        # The task model computes in the backbone's precision, like its heads.
-        kwargs.setdefault("dtype", backbone.dtype_policy)
-        super().__init__(**kwargs)
+        super().__init__(backbone, **kwargs)
         config = backbone.config
-        self.backbone = backbone
         self.mlm_head = MaskedLMHead(
             backbone.token_embedding,
             activation=config.hidden_act,
@@ -59,16 +55,6 @@ class AlbertPretrainingModel(keras.Model):
         )
         self(_dummy_inputs(batch=1, seq=2))  # build every variable now
 
-    @classmethod
-    def from_albert_config(
-        cls, config: AlbertConfig, dtype: Any = None, **kwargs
-    ) -> AlbertPretrainingModel:
-        return cls(AlbertBackbone(config, dtype=dtype), **kwargs)
-
-    @property
-    def config(self) -> AlbertConfig:
-        return self.backbone.config
-
     def call(self, inputs, training=None):
         outputs = dict(self.backbone({k: inputs[k] for k in BACKBONE_INPUTS}, training=training))
         outputs["mlm_logits"] = self.mlm_head(
@@ -76,24 +62,6 @@ class AlbertPretrainingModel(keras.Model):
         )
         outputs["sop_logits"] = self.sop_head(outputs["pooled_output"], training=training)
         return outputs
-
-    def get_config(self) -> dict[str, Any]:
-        # The backbone is the whole configuration: __init__ rebuilds the heads
-        # from its AlbertConfig and ties them to its layers (keras-hub's Task
-        # does the same), so a restored model shares, not copies, the tied
-        # embedding.
-        return {
-            "backbone": keras.layers.serialize(self.backbone),
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> AlbertPretrainingModel:
-        config = dict(config)
-        if isinstance(config["backbone"], dict):
-            config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
 
 
 def _dummy_inputs(batch: int, seq: int) -> dict[str, np.ndarray]:

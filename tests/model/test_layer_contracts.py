@@ -14,6 +14,7 @@ from albert_tf.activations import gelu_new
 from albert_tf.config import SHARE_MODES
 from albert_tf.heads.masked_lm_head import MaskedLMHead
 from albert_tf.heads.multiple_choice_head import MultipleChoiceHead
+from albert_tf.heads.pooled_classifier_head import PooledClassifierHead
 from albert_tf.heads.sentence_order_head import SentenceOrderHead
 from albert_tf.layers.attention import AlbertAttention
 from albert_tf.layers.encoder import AlbertEncoder
@@ -153,6 +154,17 @@ def test_masked_lm_head(at_positions, tmp_path):
         lambda seq: (BATCH, PREDICTIONS if at_positions else seq, V),
         tmp_path,
         mixed_output_dtypes="float32",  # logits leave the head in float32
+    )
+
+
+def test_pooled_classifier_head(tmp_path):
+    run_layer_test(
+        PooledClassifierHead,
+        dict(units=5, dropout=0.1, initializer_range=0.03),
+        lambda n: (np.random.RandomState(n).randn(n, H).astype("float32"),),
+        lambda n: (n, 5),
+        tmp_path,
+        mixed_output_dtypes="float32",
     )
 
 
