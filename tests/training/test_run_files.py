@@ -19,7 +19,9 @@ from albert_tf.training.run_record import (
     write_run_record,
 )
 
-CONFIG = tiny_config(vocab_size=100, num_hidden_layers=1)
+CONFIG = tiny_config(
+    vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+)
 
 
 def test_record_diff_names_nested_and_missing_keys():
