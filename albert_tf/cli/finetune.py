@@ -58,7 +58,8 @@ def load_items(specs: list[str], seed: int):
     import collections
 
     from albert_tf.data import read_documents, sample_language, sample_path
-    from albert_tf.data.multiple_choice import next_sentence_items, read_multiple_choice
+    from albert_tf.data.multiple_choice import read_multiple_choice
+    from albert_tf.data.next_sentence import next_sentence_items
 
     items, skipped, files = [], collections.Counter(), []
     for spec in specs:

@@ -15,11 +15,11 @@ from albert_tf.data.multiple_choice import (
     encode_multiple_choice,
     fill_qa,
     multiple_choice_batches,
-    next_sentence_items,
     pack_multiple_choice,
     read_multiple_choice,
     split_examples,
 )
+from albert_tf.data.next_sentence import next_sentence_items
 from albert_tf.tokenizers import load_tokenizer
 
 CLASSIC_OPTIONS = [
@@ -204,3 +204,32 @@ def test_split_is_deterministic_and_disjoint():
     with pytest.raises(ValueError, match="sum to 1"):
         split_examples(items, [0.5, 0.1])
     assert np.isclose(len(a[0]) / len(items), 0.8, atol=0.08)
+
+
+def test_document_split_is_stable_and_proportional():
+    from albert_tf.data.next_sentence import document_split
+
+    keys = [f"corpus/doc-{i}" for i in range(20_000)]
+    parts = [document_split(k) for k in keys]
+    assert parts == [document_split(k) for k in keys]  # no hidden state
+    share = {p: parts.count(p) / len(parts) for p in ("test", "finetune", "pretrain")}
+    assert abs(share["test"] - 0.10) < 0.01 and abs(share["finetune"] - 0.30) < 0.015
+    # A key's bucket does not depend on which other documents are in the corpus.
+    assert [document_split(k) for k in keys[::7]] == parts[::7]
+
+
+def test_next_sentence_context_and_same_group_distractors():
+    docs = [[f"{src}{d} s{s}." for s in range(5)] for src in "AB" for d in range(4)]
+    groups = [doc[0][0] for doc in docs]  # "A" or "B"
+    items = next_sentence_items(docs, seed=3, context_chars=14, groups=groups)
+    assert len(items) == 8 * 4
+    for item in items:
+        _, d, i = item.id.split("-")
+        doc = docs[int(d)]
+        assert item.options[item.label] == doc[int(i) + 1]
+        # Context: the previous sentence and earlier ones within 14 characters (7 each).
+        assert item.context == " ".join(doc[max(0, int(i) - 1) : int(i) + 1])
+        distractors = [o for k, o in enumerate(item.options) if k != item.label]
+        assert all(o[0] == groups[int(d)] and not o.startswith(doc[0][:2]) for o in distractors)
+    with pytest.raises(ValueError, match="groups"):
+        next_sentence_items(docs, groups=["A"])
