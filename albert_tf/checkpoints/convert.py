@@ -33,6 +33,8 @@ class Converted:
     config: AlbertConfig
     arrays: dict[str, np.ndarray]
     heads: list[str]
+    # The source folder's tokenizer, saved beside the model (set by `convert`).
+    tokenizer: object | None = None
 
     @property
     def fresh(self) -> list[str]:
@@ -246,13 +248,46 @@ def build_model(converted: Converted, dtype=None):
     return model
 
 
+def find_tokenizer(folder: str):
+    """The tokenizer a checkpoint folder ships, or None.
+
+    ``spiece.model`` / ``30k-clean.model`` (ALBERT's SentencePiece, English
+    releases) or a BERT-style ``vocab.txt`` / ``vocab_chinese.txt`` (WordPiece:
+    Google's Chinese ALBERT and the community's ``albert_chinese_*`` on Hugging
+    Face, which use BERT's tokenizer). Lower-casing
+    follows ``tokenizer_config.json``'s ``do_lower_case`` (default: on).
+    """
+    from albert_tf.tokenizers import SentencePieceTokenizer, WordPieceTokenizer
+
+    settings_path = os.path.join(folder, "tokenizer_config.json")
+    settings = {}
+    if os.path.isfile(settings_path):
+        with open(settings_path, encoding="utf-8") as f:
+            settings = json.load(f)
+    lower_case = bool(settings.get("do_lower_case", True))
+    # Hugging Face names first, then those of Google's TF1 release archives.
+    for name in ("spiece.model", "30k-clean.model"):
+        if os.path.isfile(os.path.join(folder, name)):
+            return SentencePieceTokenizer.from_file(
+                os.path.join(folder, name), lower_case=lower_case
+            )
+    for name in ("vocab.txt", "vocab_chinese.txt"):
+        if os.path.isfile(os.path.join(folder, name)):
+            return WordPieceTokenizer(os.path.join(folder, name), lower_case=lower_case)
+    return None
+
+
 def convert(
     source: str,
     input_path: str,
     output_dir: str,
     config_path: str | None = None,
 ) -> tuple[object, Converted]:
-    """Converts and saves; returns the model and what was converted."""
+    """Converts and saves, with the source's tokenizer when it ships one.
+
+    Returns the model and what was converted (``converted.tokenizer`` is the
+    tokenizer saved beside the model, or None).
+    """
     config = AlbertConfig.from_json(config_path) if config_path else None
     if source == "hf":
         converted = convert_hf(input_path, config)
@@ -264,5 +299,13 @@ def convert(
     else:
         raise ValueError(f"source must be 'hf' or 'tf1', got {source!r}")
     model = build_model(converted)
-    save_model(model, output_dir)
+    folder = input_path if source == "hf" else os.path.dirname(input_path)
+    tokenizer = find_tokenizer(folder)
+    if tokenizer is not None and tokenizer.vocabulary_size != converted.config.vocab_size:
+        raise ValueError(
+            f"the tokenizer in {folder} has {tokenizer.vocabulary_size} entries but the "
+            f"model's vocab_size is {converted.config.vocab_size}: not this model's tokenizer"
+        )
+    converted.tokenizer = tokenizer
+    save_model(model, output_dir, tokenizer=tokenizer)
     return model, converted

@@ -38,6 +38,15 @@ def main() -> None:
     print(f"task model: {type(model).__name__}; heads converted: {converted.heads or 'none'}")
     for component in converted.fresh:
         print(f"note: {component} is not in the source; it keeps a fresh initialisation")
+    if converted.tokenizer is not None:
+        print(
+            f"tokenizer: {converted.tokenizer.kind} ({converted.tokenizer.vocabulary_size} "
+            f"entries), saved in {FLAGS.output}/tokenizer"
+        )
+    else:
+        print(
+            "note: no spiece.model or vocab.txt beside the checkpoint; pass --tokenizer_dir later"
+        )
     print(f"wrote {FLAGS.output}")
 
 

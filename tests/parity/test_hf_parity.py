@@ -174,3 +174,83 @@ def test_convert_command_line(tmp_path):
     with torch.no_grad():
         theirs = hf_model(**torch_inputs(batch)).logits.numpy()
     assert max_abs_diff(albert_tf.load(tmp_path / "ours")(batch)["mlm_logits"], theirs) <= TOLERANCE
+
+
+def test_albert_chinese_small_layout_converts_with_its_bert_vocab(tmp_path):
+    """The community's albert_chinese_* folders: config.json, pytorch_model.bin and
+    BERT's vocab.txt (no spiece.model). Written here by transformers' own
+    save_pretrained, then converted, tokenised, fine-tuned a few steps and exported."""
+    import subprocess
+    import sys
+
+    import tensorflow as tf
+
+    from albert_tf.data.multiple_choice import MultipleChoiceExample
+    from albert_tf.serving import export_saved_model
+    from albert_tf.tokenizers import load_tokenizer
+    from albert_tf.training.finetuning import MultipleChoiceTrainer
+
+    chars = list("算法组的成员们精通各种研究和落地他们主要负责大熊猫你吃饭了吗我没上吉士果")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, "ai", "##s"]
+    folder = tmp_path / "albert_chinese_small"
+    folder.mkdir()
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    transformers.BertTokenizer(str(tmp_path / "vocab.txt")).save_pretrained(folder)
+    hf_model = random_hf_model(transformers.AlbertForMaskedLM, seed=8, vocab_size=len(vocab))
+    hf_model.save_pretrained(folder, safe_serialization=False)  # pytorch_model.bin
+    assert {"config.json", "pytorch_model.bin", "vocab.txt"} <= {p.name for p in folder.iterdir()}
+
+    out = tmp_path / "converted"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.convert",
+            "--source=hf",
+            f"--input={folder}",
+            f"--output={out}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"tokenizer: wordpiece ({len(vocab)} entries)" in result.stdout
+
+    text = "算法组的成员们精通各种AI算法, 他们主要负责研究."
+    ours = load_tokenizer(out / "tokenizer")
+    theirs = transformers.BertTokenizer.from_pretrained(folder)
+    assert ours.tokenize(tf.constant([text])).to_list()[0] == theirs.encode(
+        text, add_special_tokens=False
+    )
+
+    model = albert_tf.load_multiple_choice(out)  # fresh head on the converted backbone
+    items = [
+        MultipleChoiceExample(
+            str(i),
+            "算法组的成员们精通各种AI算法.",
+            "",
+            ["他们主要负责研究和落地.", "你吃饭了吗?"],
+            i % 2,
+        )
+        for i in range(8)
+    ]
+    trainer = MultipleChoiceTrainer(
+        model,
+        ours,
+        output_dir=tmp_path / "ft",
+        max_seq_length=32,
+        max_qa_length=16,
+        batch_size=4,
+        learning_rate=1e-3,
+        num_train_steps=2,
+        eval_every=2,
+        progress=False,
+    )
+    best = trainer.fit(items, items)["best_dir"]
+    saved = export_saved_model(best, tmp_path / "exported" / "albert_chinese_small")
+    served = tf.saved_model.load(saved).signatures["serving_default"](
+        context=tf.constant([items[0].context]),
+        question=tf.constant([""]),
+        options=tf.constant([items[0].options]),
+    )
+    np.testing.assert_allclose(served["probabilities"].numpy().sum(), 1.0, atol=1e-5)
