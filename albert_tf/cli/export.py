@@ -9,6 +9,8 @@ writes ``exported/albert_mc/<version>/`` (next free version unless
 
 from __future__ import annotations
 
+import json
+
 from absl import flags
 
 from albert_tf.cli import runner
@@ -20,11 +22,18 @@ flags.DEFINE_string("tokenizer_dir", None, "Tokenizer (default: CHECKPOINT/token
 flags.DEFINE_integer("version", None, "Version number (default: next free one).")
 flags.DEFINE_integer("max_seq_length", None, "Default: the fine-tuning setting, else 512.")
 flags.DEFINE_integer("max_qa_length", None, "Default: the fine-tuning setting, else 128.")
+flags.DEFINE_string(
+    "model_card", None, "A JSON file to ship as assets.extra/model_card.json (the app shows it)."
+)
 
 
 def main() -> None:
     from albert_tf.serving import export_saved_model
 
+    card = None
+    if FLAGS.model_card:
+        with open(FLAGS.model_card, encoding="utf-8") as f:
+            card = json.load(f)
     path = export_saved_model(
         FLAGS.checkpoint,
         FLAGS.export_dir,
@@ -32,6 +41,7 @@ def main() -> None:
         version=FLAGS.version,
         max_seq_length=FLAGS.max_seq_length,
         max_qa_length=FLAGS.max_qa_length,
+        model_card=card,
     )
     print(f"exported SavedModel: {path}")
     print(f"inspect: saved_model_cli show --dir {path} --all")

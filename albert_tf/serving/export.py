@@ -7,6 +7,8 @@ numeric version)::
       saved_model.pb, variables/      signatures serving_default, score_ids, tokenize
       assets/                         tokenizer assets the graph reads (vocab.txt)
       assets.extra/albert_tf.json     settings and provenance (ignored by TF Serving)
+      assets.extra/model_card.json    what the model was trained on and how it scored
+                                      (when given; the Streamlit app shows it)
       assets.extra/tokenizer/         the tokenizer, for clients that tokenise themselves
 """
 
@@ -24,6 +26,7 @@ from albert_tf.serving.multiple_choice_module import MultipleChoiceServingModule
 from albert_tf.training.finetuning import SETTINGS_FILE  # fine-tuning writes it, we read it
 
 METADATA_FILE = "albert_tf.json"
+MODEL_CARD_FILE = "model_card.json"
 DEFAULT_MAX_SEQ_LENGTH = 512
 DEFAULT_MAX_QA_LENGTH = 128
 
@@ -60,6 +63,7 @@ def export_saved_model(
     version: int | None = None,
     max_seq_length: int | None = None,
     max_qa_length: int | None = None,
+    model_card: dict | None = None,
 ) -> str:
     """Writes ``export_dir/<version>/`` and returns its path.
 
@@ -70,6 +74,9 @@ def export_saved_model(
         version: defaults to `next_version`; an existing version is an error.
         max_seq_length, max_qa_length: default to the fine-tuning settings
             (``finetune.json``), else 512 / 128 capped by the model's positions.
+        model_card: JSON-serialisable facts for people (data, training time,
+            held-out accuracy against chance), written to
+            ``assets.extra/model_card.json``.
 
     The SavedModel is written under a hidden temporary name and renamed, so
     a TF Serving instance watching ``export_dir`` never sees half a model.
@@ -140,5 +147,8 @@ def export_saved_model(
     }
     with open(os.path.join(extra, METADATA_FILE), "w", encoding="utf-8") as f:
         json.dump(metadata, f, indent=2, ensure_ascii=False)
+    if model_card is not None:
+        with open(os.path.join(extra, MODEL_CARD_FILE), "w", encoding="utf-8") as f:
+            json.dump(model_card, f, indent=2, ensure_ascii=False)
     os.rename(tmp, final)
     return final
