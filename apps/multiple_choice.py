@@ -1,19 +1,23 @@
-"""Interactive multiple choice with an exported ALBERT SavedModel.
+"""Interactive multiple choice with exported ALBERT SavedModels, Chinese and English.
 
     streamlit run apps/multiple_choice.py
 
 Models are SavedModels written by ``python -m albert_tf.export`` (or
-``albert_tf.finetune --export_dir``) under a models folder, default
-``models/exported`` (``ALBERT_MODELS_DIR`` overrides it), each as
-``NAME/<version>/``. Inference goes through the SavedModel's
-``serving_default`` signature; the ``tokenize`` signature shows how each
-option was packed. Only tensorflow and tensorflow_text are needed here.
+``albert_tf.finetune --export_dir``, or ``albert_tf.demo_models``) under a models
+folder, default ``models/exported`` (``ALBERT_MODELS_DIR`` overrides it), each as
+``NAME/<version>/``. The repository ships two demo models there,
+``albert_demo_zh`` and ``albert_demo_en``. By default the page answers with the
+model whose language matches the text (by script), says which model answered,
+and shows that model's card (``assets.extra/model_card.json``). Inference goes
+through the SavedModel's ``serving_default`` signature; ``tokenize`` shows how
+each option was packed. Only tensorflow and tensorflow_text are needed here.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -23,11 +27,15 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
 
 DEFAULT_MODELS_DIR = os.environ.get("ALBERT_MODELS_DIR", "models/exported")
-QUICKSTART_NAME = "albert_mc_quickstart"
-QUICKSTART_COMMANDS = """\
-python -m albert_tf.train_tokenizer --kind=sentencepiece \\
-    --input=albert_tf/data/sample/en_sample.jsonl --output_dir=runs/tokenizer_en --vocab_size=2000
-python -m albert_tf.finetune --flagfile=configs/finetune_quickstart.flags"""
+AUTOMATIC = "Automatic: the model of the text's language"
+REBUILD_COMMAND = "python -m albert_tf.demo_models   # about an hour per language on 2 CPU cores"
+# Larger inputs get a message instead of a long wait: the model reads at most
+# max_seq_length pieces per option anyway.
+MAX_OPTIONS = 20
+MAX_CONTEXT_CHARS = 2000
+MAX_OPTION_CHARS = 500
+UNK_WARNING_SHARE = 0.1
+LANGUAGE_NAMES = {"zh": "Chinese", "en": "English"}
 
 EXAMPLES = {
     "中文": {
@@ -41,11 +49,28 @@ EXAMPLES = {
         ],
     },
     "English": {
-        "context": "It had been raining all morning, and the streets were full of puddles.",
-        "question": "Before going out, Anna took her _ .",
-        "options": ["umbrella", "sunglasses", "ice cream", "swimming costume"],
+        "context": (
+            "The President told Congress that the nation's farms had suffered a hard year. "
+            "Drought had ruined the harvest across the western states."
+        ),
+        "question": "",
+        "options": [
+            "Elizabeth laughed and said she would not dance with him again.",
+            "He asked for relief for the farmers who had lost their crops.",
+            "And the LORD spake unto Moses, saying,",
+            "The committee adjourned until the following morning.",
+        ],
     },
 }
+
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def detect_language(text: str) -> str:
+    """``"zh"`` when at least a third of the letters are CJK characters, else ``"en"``."""
+    letters = len(_LETTER.findall(text))
+    return "zh" if letters and len(_CJK.findall(text)) / letters >= 1 / 3 else "en"
 
 
 def find_models(root: str) -> dict[str, Path]:
@@ -67,18 +92,35 @@ def find_models(root: str) -> dict[str, Path]:
     return found
 
 
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def model_info(path: Path) -> tuple[dict, dict]:
+    """The export metadata and the model card (each {} when absent)."""
+    extra = path / "assets.extra"
+    return _read_json(extra / "albert_tf.json"), _read_json(extra / "model_card.json")
+
+
 @st.cache_resource(show_spinner="Loading the SavedModel…")
 def load_saved_model(path: str):
-    """Loaded once per path and process; every rerun reuses it."""
+    """Loaded and warmed once per path and process; every rerun reuses it."""
     model = tf.saved_model.load(path)
-    # The first call of a loaded signature builds its kernels (seconds); do it
-    # here so the latency shown is that of a warm model.
-    warm = {"context": tf.constant(["a"]), "question": tf.constant([""])}
-    model.signatures["serving_default"](options=tf.constant([["b", "c"]]), **warm)
-    model.signatures["tokenize"](options=tf.constant([["b", "c"]]), **warm)
-    meta_file = Path(path) / "assets.extra" / "albert_tf.json"
-    meta = json.loads(meta_file.read_text(encoding="utf-8")) if meta_file.is_file() else {}
-    return model, meta
+    meta, _ = model_info(Path(path))
+    example = EXAMPLES["中文" if meta.get("language") == "zh" else "English"]
+    # Kernels are built per input shape on first use; warm up with the shapes a
+    # visitor sends (the example, and 2 to 6 options) so the latency shown is a
+    # warm model's.
+    for count in (len(example["options"]), 2, 3, 5, 6):
+        options = (example["options"] * 2)[:count]
+        inputs = {
+            "context": tf.constant([example["context"]]),
+            "question": tf.constant([example["question"]]),
+            "options": tf.constant([options]),
+        }
+        model.signatures["serving_default"](**inputs)
+        model.signatures["tokenize"](**inputs)
+    return model
 
 
 def set_example() -> None:
@@ -88,33 +130,109 @@ def set_example() -> None:
     st.session_state.options = "\n".join(example["options"])
 
 
+def choose_model(models: dict[str, Path], choice: str, language: str) -> tuple[str, str]:
+    """The model to answer with, and why."""
+    if choice != AUTOMATIC:
+        return choice, "chosen in the sidebar"
+    for name, path in models.items():
+        if model_info(path)[0].get("language") == language:
+            return name, f"the text is {LANGUAGE_NAMES.get(language, language)}"
+    name = next(iter(models))
+    return name, f"no {LANGUAGE_NAMES.get(language, language)} model found; using the first one"
+
+
+def show_model_card(name: str, meta: dict, card: dict) -> None:
+    st.sidebar.subheader("Model card")
+    st.sidebar.markdown(f"**{name}** · language: {meta.get('language', '?')}")
+    if not card:
+        st.sidebar.caption(
+            f"tokenizer: {meta.get('tokenizer')} · max_seq_length {meta.get('max_seq_length')} "
+            "· no model card was exported with this model"
+        )
+        return
+    st.sidebar.markdown(f"**Task:** {card.get('task', '')}")
+    held = card.get("held_out", {})
+    if held:
+        st.sidebar.metric(
+            "Held-out accuracy",
+            f"{held['accuracy']:.1%}",
+            f"{held['accuracy'] - held['chance']:+.1%} vs chance {held['chance']:.0%}",
+        )
+        st.sidebar.caption(
+            f"± {held['accuracy_stderr']:.1%} (one standard error) on {held['items']:,} "
+            "next-sentence questions from documents it never saw; word/character overlap "
+            f"with the context scores {held.get('overlap_idf_baseline', float('nan')):.1%}."
+        )
+    pre, fine = card.get("pretraining", {}), card.get("finetuning", {})
+    if pre:
+        model = pre.get("model", {})
+        st.sidebar.markdown(
+            f"**Trained on:** {', '.join(pre.get('corpora', []))}: {pre.get('documents', 0):,} "
+            f"documents, {pre.get('sentences', 0):,} sentences; {pre.get('steps', 0):,} "
+            f"pretraining steps ({pre.get('sentence_task', '').upper()} + MLM, "
+            f"{pre.get('seconds', 0) / 60:.0f} min), then {fine.get('items', 0):,} "
+            f"questions ({fine.get('seconds', 0) / 60:.0f} min) on 2 CPU cores. "
+            f"E={model.get('embedding_size')}, H={model.get('hidden_size')}, "
+            f"L={model.get('num_hidden_layers')}, sharing: {model.get('share')}."
+        )
+    st.sidebar.markdown(f"**Good at:** {card.get('good_at', '')}")
+    st.sidebar.markdown(f"**Not good at:** {card.get('not_good_at', '')}")
+    shared = card.get("shared_sets", {})
+    if shared:
+        st.sidebar.caption(
+            "Untuned, on other tasks: "
+            + "; ".join(
+                f"{k} {v['accuracy']:.1%} (chance {v['chance']:.0%})" for k, v in shared.items()
+            )
+        )
+
+
+def validate(context: str, options: list[str]) -> tuple[str, list[str], list[str]]:
+    """Cuts hostile input down to what the model can use; returns it and the notes.
+
+    Raises ValueError with the message to show when there is nothing sensible to do.
+    """
+    if not options:
+        raise ValueError("Enter at least one option, one per line.")
+    if len(options) > MAX_OPTIONS:
+        raise ValueError(
+            f"{len(options)} options: this demo scores at most {MAX_OPTIONS} at a time. "
+            "Remove some options, or score them in batches through the SavedModel."
+        )
+    notes = []
+    if len(context) > MAX_CONTEXT_CHARS:
+        notes.append(
+            f"The context has {len(context):,} characters; only its first "
+            f"{MAX_CONTEXT_CHARS:,} are sent (the model reads at most its max_seq_length "
+            "pieces anyway)."
+        )
+        context = context[:MAX_CONTEXT_CHARS]
+    if any(len(o) > MAX_OPTION_CHARS for o in options):
+        notes.append(f"Options longer than {MAX_OPTION_CHARS} characters are cut to that length.")
+        options = [o[:MAX_OPTION_CHARS] for o in options]
+    return context, options, notes
+
+
 def main() -> None:
     st.set_page_config(page_title="ALBERT multiple choice", layout="wide")
     st.title("ALBERT multiple choice")
+    st.caption("Which option continues the context? A small ALBERT, trained here, answers.")
 
     models_dir = st.sidebar.text_input("Models folder", DEFAULT_MODELS_DIR)
     models = find_models(models_dir)
     if not models:
         st.error(
-            f"No exported model found in `{models_dir}`. Run the quick start from the "
-            "repository root to create one, then reload this page:"
+            f"No exported model found in `{models_dir}`. The repository ships two demo "
+            "models in `models/exported`: start the app from the repository root, or "
+            "rebuild them:"
         )
-        st.code(QUICKSTART_COMMANDS, language="bash")
+        st.code(REBUILD_COMMAND, language="bash")
         st.info(
             "Or export your own fine-tuned checkpoint: `python -m albert_tf.export "
             f"--checkpoint=runs/mc/best --export_dir={models_dir}/NAME`"
         )
         st.stop()
-    names = list(models)
-    default = next((i for i, n in enumerate(names) if n.startswith(QUICKSTART_NAME)), 0)
-    choice = st.sidebar.selectbox("Model", names, index=default)
-    model, meta = load_saved_model(str(models[choice]))
-    if meta:
-        st.sidebar.caption(
-            f"tokenizer: {meta.get('tokenizer')} · language: {meta.get('language')} · "
-            f"max_seq_length {meta.get('max_seq_length')} · max_qa_length "
-            f"{meta.get('max_qa_length')}"
-        )
+    choice = st.sidebar.selectbox("Model", [AUTOMATIC, *models])
 
     if "context" not in st.session_state:
         st.session_state.example = "中文"
@@ -124,11 +242,21 @@ def main() -> None:
     question = st.text_input(
         "Question ('_' marks a blank the option fills; may be empty)", key="question"
     )
-    options_text = st.text_area("Options (one per line, any number)", key="options", height=140)
+    options_text = st.text_area("Options (one per line)", key="options", height=140)
     options = [line.strip() for line in options_text.splitlines() if line.strip()]
-    if not options:
-        st.warning("Enter at least one option.")
+    try:
+        context, options, notes = validate(context, options)
+    except ValueError as err:
+        st.warning(str(err))
         st.stop()
+    for note in notes:
+        st.info(note)
+
+    language = detect_language(" ".join([context, question, *options]))
+    name, reason = choose_model(models, choice, language)
+    meta, card = model_info(models[name])
+    show_model_card(name, meta, card)
+    model = load_saved_model(str(models[name]))
 
     inputs = {
         "context": tf.constant([context]),
@@ -144,7 +272,25 @@ def main() -> None:
 
     packed = model.signatures["tokenize"](**inputs)
     pieces = packed["pieces"].numpy()[0]
-    lengths = packed["padding_mask"].numpy()[0].sum(-1)
+    mask = packed["padding_mask"].numpy()[0]
+    lengths = mask.sum(-1)
+    words = [
+        p.decode("utf-8", "replace")
+        for row, n in zip(pieces, lengths, strict=True)
+        for p in row[:n]
+    ]
+    real = [p for p in words if p not in ("[CLS]", "[SEP]", "[PAD]", "<pad>")]
+    unknown = sum(p in ("[UNK]", "<unk>") for p in real) / max(len(real), 1)
+
+    st.caption(
+        f"Answered by **{name}** ({LANGUAGE_NAMES.get(meta.get('language'), '?')}): {reason}."
+    )
+    if unknown > UNK_WARNING_SHARE:
+        st.warning(
+            f"{unknown:.0%} of the input's pieces are unknown to this model's vocabulary "
+            f"([UNK]); its answer means little. Is the text in "
+            f"{LANGUAGE_NAMES.get(meta.get('language'), 'its language')}?"
+        )
 
     left, right = st.columns([3, 1])
     with left:
@@ -155,7 +301,7 @@ def main() -> None:
         )
         st.bar_chart(chart, horizontal=True)
     with right:
-        st.metric("Latency (serving_default)", f"{latency_ms:.1f} ms")
+        st.metric("Latency (serving_default, warm)", f"{latency_ms:.1f} ms")
         st.metric("Options", len(options))
 
     table = pd.DataFrame(

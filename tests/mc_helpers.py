@@ -41,6 +41,25 @@ def train_tokenizer(lang: str, out: Path):
     return train_wordpiece(lines + extra, out, vocab_size=VOCAB[lang], num_unused=5)
 
 
+# The Chinese model carries a card (as the demo models do); the English one has none.
+MODEL_CARD = {
+    "zh": {
+        "name": "tiny_zh",
+        "task": "Which option continues the context?",
+        "good_at": "nothing: random weights, for tests",
+        "not_good_at": "everything",
+        "held_out": {
+            "accuracy": 0.31,
+            "accuracy_stderr": 0.01,
+            "items": 2000,
+            "chance": 0.25,
+            "overlap_idf_baseline": 0.7,
+        },
+    },
+    "en": None,
+}
+
+
 def build(root: Path, lang: str) -> dict[str, Path]:
     """``{"model": model dir, "export": BASE/NAME, "saved_model": BASE/NAME/1}``."""
     import keras
@@ -71,7 +90,7 @@ def build(root: Path, lang: str) -> dict[str, Path]:
     (paths["model"] / "finetune.json").write_text(
         json.dumps({"max_seq_length": 96, "max_qa_length": 32, "language": lang})
     )
-    export_saved_model(paths["model"], paths["export"], version=1)
+    export_saved_model(paths["model"], paths["export"], version=1, model_card=MODEL_CARD[lang])
     done.write_text("ok")
     return paths
 

@@ -39,23 +39,32 @@ def _served(saved_model: Path, context: str, question: str, options: list[str]) 
     return out["probabilities"].numpy()[0]
 
 
+def _caption_texts(app) -> str:
+    return "\n".join(c.value for c in app.caption)
+
+
 def test_app_answers_chinese_then_edited_english(app, mc_models):
     app.run()
     assert not app.exception, app.exception
-    # The classic Chinese example is shown by default, with one row per option.
+    # The seeds' Chinese example is shown by default, answered by the Chinese model
+    # (automatic choice by script), whose card is in the sidebar.
     table = app.dataframe[0].value
     assert table["option"].tolist()[1] == "他们主要负责AI算法的研究和落地."
     assert abs(table["probability"].sum() - 1) < 1e-3
     assert "Answer:" in app.success[0].value
-    assert app.metric[0].label.startswith("Latency")
+    assert "Answered by **tiny_zh (version 1)**" in _caption_texts(app)
+    assert "the text is Chinese" in _caption_texts(app)
+    assert any(m.label.startswith("Latency") for m in app.metric)
+    assert app.sidebar.metric[0].label == "Held-out accuracy"
+    assert app.sidebar.metric[0].value == "31.0%"
 
-    # Switch to English, pick the English model, edit the text and use 3 options.
-    app.radio[0].set_value("English")
-    app.sidebar.selectbox[0].set_value(
-        next(o for o in app.sidebar.selectbox[0].options if o.startswith("tiny_en"))
-    ).run()
-    assert app.text_input[0].value == "Before going out, Anna took her _ ."
-    options = ["red", "blue", ("a very long option " * 40).strip()]
+    # The English example is answered by the English model, without a sidebar choice.
+    app.radio[0].set_value("English").run()
+    assert "Answered by **tiny_en (version 1)**" in _caption_texts(app)
+    assert "no model card was exported" in _caption_texts(app) + "\n".join(
+        c.value for c in app.sidebar.caption
+    )
+    options = ["red", "blue", ("a very long option " * 20).strip()]
     app.text_area[0].input("The sky on a clear day is blue.")
     app.text_input[0].input("The sky is _ .")
     app.text_area[1].input("\n".join(options)).run()
@@ -72,16 +81,52 @@ def test_app_answers_chinese_then_edited_english(app, mc_models):
     assert table["question+option truncated"].tolist() == [False, False, True]
 
 
-def test_app_explains_how_to_create_a_model_when_none(monkeypatch, tmp_path):
+def test_app_warns_when_the_chosen_model_does_not_know_the_script(app):
+    app.run()
+    # Chinese text, but the English model chosen by hand: its SentencePiece
+    # vocabulary turns the Chinese characters into <unk>.
+    app.sidebar.selectbox[0].set_value(
+        next(o for o in app.sidebar.selectbox[0].options if o.startswith("tiny_en"))
+    ).run()
+    assert not app.exception, app.exception
+    assert "chosen in the sidebar" in _caption_texts(app)
+    assert any("unknown to this model's vocabulary" in w.value for w in app.warning)
+
+
+@pytest.mark.parametrize(
+    ("context", "options", "message"),
+    [
+        ("A context.", [f"option {i}" for i in range(100)], "100 options"),
+        ("A context.", [], "Enter at least one option"),
+    ],
+)
+def test_app_refuses_hostile_input_with_a_message(app, context, options, message):
+    app.run()
+    start = time.perf_counter()
+    app.text_area[0].input(context)
+    app.text_area[1].input("\n".join(options)).run()
+    assert not app.exception, app.exception
+    assert any(message in w.value for w in app.warning), [w.value for w in app.warning]
+    assert not app.success  # no answer from half-valid input
+    assert time.perf_counter() - start < 30
+
+
+def test_app_cuts_a_huge_context_and_still_answers(app):
+    app.run()
+    app.text_area[0].input("他们主要负责算法。" * 5600).run()  # 50,400 characters
+    assert not app.exception, app.exception
+    assert any("50,400 characters" in i.value for i in app.info), [i.value for i in app.info]
+    assert "Answer:" in app.success[0].value
+
+
+def test_app_explains_how_to_get_a_model_when_none(monkeypatch, tmp_path):
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("ALBERT_MODELS_DIR", str(tmp_path / "empty"))
     app = AppTest.from_file(str(APP), default_timeout=60).run()
     assert not app.exception
     assert "No exported model found" in app.error[0].value
-    assert "python -m albert_tf.finetune --flagfile=configs/finetune_quickstart.flags" in (
-        app.code[0].value
-    )
+    assert "python -m albert_tf.demo_models" in app.code[0].value
 
 
 def _free_port() -> int:
@@ -168,25 +213,42 @@ def test_app_renders_and_answers_in_headless_chromium(mc_models, tmp_path):
 
             call("Page.enable")
             call("Page.navigate", url=f"http://127.0.0.1:{port}/")
-            text, deadline = "", time.time() + 150
-            while time.time() < deadline:
-                result = call("Runtime.evaluate", expression="document.body.innerText")
-                text = result.get("result", {}).get("value", "")
-                if "Answer:" in text and "Latency" in text:
-                    break
-                time.sleep(1)
-            time.sleep(1)  # let the chart finish drawing before the screenshot
-            shot = call("Page.captureScreenshot", format="png")
+
+            def wait_for(*needles: str) -> str:
+                text, deadline = "", time.time() + 150
+                while time.time() < deadline:
+                    result = call("Runtime.evaluate", expression="document.body.innerText")
+                    text = result.get("result", {}).get("value", "")
+                    if all(n in text for n in needles):
+                        break
+                    time.sleep(1)
+                time.sleep(1)  # let the chart finish drawing before the screenshot
+                return text
+
+            pages = {"zh": wait_for("Answer:", "Latency", "Answered by tiny_zh")}
+            shots = {"zh": call("Page.captureScreenshot", format="png")}
+            # A visitor switches to the English example: the English model answers.
+            call(
+                "Runtime.evaluate",
+                expression="[...document.querySelectorAll('label')]"
+                ".find(l => l.innerText.trim() === 'English').click()",
+            )
+            pages["en"] = wait_for("Answer:", "Answered by tiny_en")
+            shots["en"] = call("Page.captureScreenshot", format="png")
         # Saved where ALBERT_SCREENSHOT_DIR says (CI artefacts), else in pytest's tmp dir.
         folder = Path(os.environ.get("ALBERT_SCREENSHOT_DIR", tmp_path))
         folder.mkdir(parents=True, exist_ok=True)
-        screenshot = folder / "multiple_choice_app.png"
-        screenshot.write_bytes(base64.b64decode(shot["data"]))
-        (tmp_path / "page.txt").write_text(text)
-        assert "ALBERT multiple choice" in text
-        assert "Answer:" in text, text[-2000:]
-        assert "他们主要负责AI算法的研究和落地." in text
-        assert screenshot.stat().st_size > 10_000
+        for lang, shot in shots.items():
+            screenshot = folder / f"multiple_choice_app_{lang}.png"
+            screenshot.write_bytes(base64.b64decode(shot["data"]))
+            (tmp_path / f"page_{lang}.txt").write_text(pages[lang])
+            assert "ALBERT multiple choice" in pages[lang]
+            assert "Answer:" in pages[lang], pages[lang][-2000:]
+            assert screenshot.stat().st_size > 10_000
+        assert "他们主要负责AI算法的研究和落地." in pages["zh"]
+        assert "Answered by tiny_zh" in pages["zh"] and "Held-out accuracy" in pages["zh"]
+        assert "Answered by tiny_en" in pages["en"], pages["en"][-2000:]
+        assert "farmers who had lost their crops" in pages["en"]
     finally:
         for process in (browser, server):
             if process is not None:
@@ -195,3 +257,24 @@ def test_app_renders_and_answers_in_headless_chromium(mc_models, tmp_path):
                     process.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     process.kill()
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "models" / "exported"
+
+
+def test_shipped_demo_models_answer_the_examples(monkeypatch):
+    """The README's promise: after install, the app answers the seeds' Chinese example
+    (option 2) and the English example with the models in the repository."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ALBERT_MODELS_DIR", str(SHIPPED))
+    app = AppTest.from_file(str(APP), default_timeout=300).run()
+    assert not app.exception, app.exception
+    assert "Answered by **albert_demo_zh (version 1)**" in _caption_texts(app)
+    assert "**Answer:** 他们主要负责AI算法的研究和落地." in app.success[0].value
+    assert app.sidebar.metric[0].label == "Held-out accuracy"
+
+    app.radio[0].set_value("English").run()
+    assert not app.exception, app.exception
+    assert "Answered by **albert_demo_en (version 1)**" in _caption_texts(app)
+    assert "farmers who had lost their crops" in app.success[0].value
