@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "convert": "convert a Hugging Face or official TF1 checkpoint",
     "params": "count parameters (the paper's Table 1 and the E x sharing grid)",
     "demo": "a 15-second look at ALBERT-base's parameters and one forward pass",
+    "demo_models": "rebuild the Streamlit demo's Chinese and English models from scratch",
 }
 
 # Historical module names kept working for `python -m`.

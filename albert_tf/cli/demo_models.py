@@ -1,0 +1,340 @@
+"""Rebuild the Streamlit demo's models from scratch: ``python -m albert_tf.demo_models``.
+
+For each language (``--languages=zh,en``), from the shared corpora only:
+
+1. split the documents by a stable hash: 10% test, 30% fine-tuning, 60% pretraining
+   (`albert_tf.data.next_sentence.document_split`);
+2. pretrain a small ALBERT on the pretraining documents
+   (``configs/demo_<lang>_pretrain.flags``, through ``albert_tf.pretrain``);
+3. fine-tune it for "which option continues the context?" on items built from the
+   fine-tuning documents (``configs/demo_<lang>_finetune.flags``, through
+   ``albert_tf.finetune``): 4 options, the true next sentence and three sentences
+   of other documents of the same corpus;
+4. score it on the test documents' items against chance and a lexical-overlap
+   baseline, and on the shared multiple-choice sets (no tuning to them);
+5. export ``<export_base>/albert_demo_<lang>/<version>/`` with a model card in
+   ``assets.extra/model_card.json``, which the app shows.
+
+Each stage's output stays in ``--work_dir``; a stage whose output exists is not
+redone, so an interrupted rebuild continues (pretraining also resumes from its
+last checkpoint). ``--stages`` runs a subset.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+from absl import flags
+
+from albert_tf.cli import runner
+from albert_tf.cli.runner import UserError
+
+SHARED = "../shared/data"
+CORPORA = {
+    "zh": [f"{SHARED}/corpus/zh_peoples_daily_1998.jsonl.gz"],
+    "en": [
+        f"{SHARED}/corpus/en_sotu.jsonl.gz",
+        f"{SHARED}/corpus/en_austen.jsonl.gz",
+        f"{SHARED}/corpus/en_web_bible.jsonl.gz",
+    ],
+}
+SHARED_SETS = {
+    "zh": [f"{SHARED}/multiple_choice/parable_zh.jsonl.gz"],
+    "en": [
+        f"{SHARED}/multiple_choice/parable_en.jsonl.gz",
+        f"{SHARED}/multiple_choice/socialiqa_evals.jsonl.gz",
+        f"{SHARED}/multiple_choice/quartz.jsonl.gz",
+    ],
+}
+STAGES = ("prepare", "pretrain", "finetune", "evaluate", "export")
+# The context of an item: the previous sentence and earlier ones within this budget.
+CONTEXT_CHARS = {"zh": 150, "en": 300}
+MAX_TEST_ITEMS, MAX_DEV_ITEMS = 2000, 600
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("languages", ["zh", "en"], "Which demo models to build.")
+flags.DEFINE_list("stages", list(STAGES), f"Stages to run, of {', '.join(STAGES)}.")
+flags.DEFINE_string("work_dir", "runs/demo_models", "Splits, pretraining and fine-tuning runs.")
+flags.DEFINE_string("export_base", "models/exported", "Where albert_demo_<lang>/ go.")
+flags.DEFINE_string("configs_dir", "configs", "Where demo_<lang>_{pretrain,finetune}.flags are.")
+flags.DEFINE_string("zh_corpora", None, "Override the Chinese corpora (comma-separated).")
+flags.DEFINE_string("en_corpora", None, "Override the English corpora (comma-separated).")
+flags.DEFINE_integer("version", 1, "SavedModel version to write.")
+flags.DEFINE_integer("seed", 0, "Seed of the items (distractors, answer positions).")
+
+
+def _source(path: str) -> str:
+    name = os.path.basename(path)
+    return name.split(".", 1)[0]
+
+
+def prepare(lang: str, corpora: list[str], out: str) -> dict:
+    """Splits documents and writes pretraining text and next-sentence items."""
+    import random
+
+    from albert_tf.data import read_documents
+    from albert_tf.data.next_sentence import document_split, next_sentence_items
+
+    parts: dict[str, list[list[str]]] = {"pretrain": [], "finetune": [], "test": []}
+    groups: dict[str, list[str]] = {"finetune": [], "test": []}
+    for path in corpora:
+        if not os.path.isfile(path):
+            raise UserError(f"corpus not found: {path} (the shared data, or --{lang}_corpora)")
+        source = _source(path)
+        for index, doc in enumerate(read_documents(path)):
+            part = document_split(f"{source}/{index}")
+            parts[part].append(doc)
+            if part in groups:
+                groups[part].append(source)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "pretrain.jsonl"), "w", encoding="utf-8") as f:
+        for doc in parts["pretrain"]:
+            f.write(json.dumps({"sentences": doc}, ensure_ascii=False) + "\n")
+    common = dict(lang=lang, context_chars=CONTEXT_CHARS[lang])
+    finetune = next_sentence_items(
+        parts["finetune"], groups=groups["finetune"], seed=FLAGS.seed, prefix="ft", **common
+    )
+    test = next_sentence_items(
+        parts["test"], groups=groups["test"], seed=FLAGS.seed + 1, prefix="test", **common
+    )
+    rng = random.Random(FLAGS.seed)
+    rng.shuffle(finetune)
+    rng.shuffle(test)
+    splits = {
+        "dev": finetune[:MAX_DEV_ITEMS],
+        "train": finetune[MAX_DEV_ITEMS:],
+        "test": test[:MAX_TEST_ITEMS],
+    }
+    for name, items in splits.items():
+        with open(os.path.join(out, f"{name}.jsonl"), "w", encoding="utf-8") as f:
+            for item in items:
+                record = {
+                    "id": item.id,
+                    "lang": lang,
+                    "source": "next_sentence",
+                    "context": item.context,
+                    "question": "",
+                    "options": list(item.options),
+                    "label": item.label,
+                }
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    summary = {
+        "corpora": [os.path.basename(p) for p in corpora],
+        "documents": {k: len(v) for k, v in parts.items()},
+        "pretraining_sentences": sum(len(d) for d in parts["pretrain"]),
+        "items": {k: len(v) for k, v in splits.items()},
+    }
+    with open(os.path.join(out, "prepare.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2)
+    return summary
+
+
+def _run(args: list[str], log_path: str) -> float:
+    """Runs a command of this package in a subprocess, teeing to a log; returns seconds."""
+    start = time.time()
+    print("$ " + " ".join(args), flush=True)
+    with open(log_path, "a", encoding="utf-8") as log:
+        process = subprocess.run(
+            [sys.executable, "-m", *args], stdout=log, stderr=subprocess.STDOUT, check=False
+        )
+    if process.returncode != 0:
+        raise UserError(f"{args[0]} failed (exit {process.returncode}); see {log_path}")
+    return time.time() - start
+
+
+def main() -> None:
+    unknown = set(FLAGS.stages) - set(STAGES)
+    if unknown:
+        raise UserError(f"unknown stages {sorted(unknown)}; choose from {', '.join(STAGES)}")
+    for lang in FLAGS.languages:
+        if lang not in CORPORA:
+            raise UserError(f"no demo model for language {lang!r}; choose from zh, en")
+        override = FLAGS[f"{lang}_corpora"].value
+        corpora = override.split(",") if override else CORPORA[lang]
+        build(lang, corpora)
+
+
+def build(lang: str, corpora: list[str]) -> None:
+    work = os.path.join(FLAGS.work_dir, lang)
+    os.makedirs(work, exist_ok=True)
+    times_path = os.path.join(work, "times.json")
+    times = {}
+    if os.path.exists(times_path):
+        with open(times_path, encoding="utf-8") as f:
+            times = json.load(f)
+    data, pre, fine = (os.path.join(work, d) for d in ("data", "pretrain", "finetune"))
+    configs = FLAGS.configs_dir
+    stages = FLAGS.stages
+
+    if "prepare" in stages and not os.path.exists(os.path.join(data, "prepare.json")):
+        start = time.time()
+        summary = prepare(lang, corpora, data)
+        times["prepare"] = time.time() - start
+        print(f"[{lang}] prepared: {json.dumps(summary)}")
+    if "pretrain" in stages and not os.path.isdir(os.path.join(pre, "final")):
+        times["pretrain"] = times.get("pretrain", 0.0) + _run(
+            [
+                "albert_tf.pretrain",
+                f"--flagfile={configs}/demo_{lang}_pretrain.flags",
+                f"--corpus={data}/pretrain.jsonl",
+                f"--model_dir={pre}",
+                "--progress_bar=false",
+            ],
+            os.path.join(work, "pretrain.log"),
+        )
+    if "finetune" in stages and not os.path.exists(os.path.join(fine, "summary.json")):
+        times["finetune"] = _run(
+            [
+                "albert_tf.finetune",
+                f"--flagfile={configs}/demo_{lang}_finetune.flags",
+                f"--checkpoint={pre}/final",
+                f"--train_files={data}/train.jsonl",
+                f"--dev_files={data}/dev.jsonl",
+                f"--test_files={data}/test.jsonl",
+                f"--output_dir={fine}",
+                "--progress=false",
+            ],
+            os.path.join(work, "finetune.log"),
+        )
+    with open(times_path, "w", encoding="utf-8") as f:
+        json.dump(times, f, indent=2)
+    if "evaluate" in stages:
+        report = evaluate(os.path.join(fine, "best"), data, SHARED_SETS[lang])
+        with open(os.path.join(work, "evaluation.json"), "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, ensure_ascii=False)
+        print(f"[{lang}] {json.dumps(report, ensure_ascii=False)}")
+    if "export" in stages:
+        from albert_tf.serving import export_saved_model
+
+        card = model_card(lang, work)
+        path = export_saved_model(
+            os.path.join(fine, "best"),
+            os.path.join(FLAGS.export_base, f"albert_demo_{lang}"),
+            version=FLAGS.version,
+            model_card=card,
+        )
+        print(f"[{lang}] exported {path}")
+
+
+def _scored(result: dict, chance: float) -> dict:
+    p, n = result["accuracy"], result["count"]
+    return {
+        "accuracy": round(p, 4),
+        "accuracy_stderr": round(math.sqrt(p * (1 - p) / n), 4),
+        "items": n,
+        "chance": round(chance, 4),
+    }
+
+
+def evaluate(model_dir: str, data_dir: str, shared_sets: list[str]) -> dict:
+    """Held-out next-sentence accuracy beside chance and the overlap baselines,
+    and accuracy on the shared multiple-choice sets (up to 1,000 items each)."""
+    import tempfile
+
+    import albert_tf
+    from albert_tf.data.multiple_choice import read_multiple_choice
+    from albert_tf.serving.export import read_finetune_settings
+    from albert_tf.tokenizers import load_tokenizer
+    from albert_tf.training.finetuning import MultipleChoiceTrainer
+    from albert_tf.training.overlap_baseline import overlap_accuracy
+
+    settings = read_finetune_settings(model_dir)
+    scorer = MultipleChoiceTrainer(
+        albert_tf.load_multiple_choice(model_dir),
+        load_tokenizer(os.path.join(model_dir, "tokenizer")),
+        output_dir=tempfile.mkdtemp(prefix="demo_eval_"),
+        max_seq_length=settings.get("max_seq_length", 128),
+        max_qa_length=settings.get("max_qa_length", 64),
+        progress=False,
+    )
+
+    def chance(items) -> float:
+        return sum(1 / len(i.options) for i in items) / len(items)
+
+    test, _ = read_multiple_choice(os.path.join(data_dir, "test.jsonl"))
+    held_out = _scored(scorer.evaluate(test), chance(test))
+    for weighting in ("count", "idf"):
+        baseline = overlap_accuracy(test, weighting)
+        held_out[f"overlap_{weighting}_baseline"] = round(baseline["accuracy"], 4)
+    shared = {}
+    for path in shared_sets:
+        if not os.path.isfile(path):
+            print(f"note: {path} not found; its score is left out")
+            continue
+        items, _ = read_multiple_choice(path)
+        items = items[:1000]
+        shared[_source(path)] = _scored(scorer.evaluate(items), chance(items))
+    return {"held_out": held_out, "shared_sets": shared}
+
+
+def model_card(lang: str, work: str) -> dict:
+    """What the app's sidebar shows: data, time, skill and held-out accuracy."""
+
+    def read(name: str) -> dict:
+        path = os.path.join(work, name)
+        if not os.path.exists(path):
+            raise UserError(f"{path} is missing; run the earlier stages first")
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+
+    prepared, times = read("data/prepare.json"), read("times.json")
+    evaluation = read("evaluation.json")
+    pretrain_run = read("pretrain/pretraining_run.json")
+    finetune = read("finetune/summary.json")
+    language = {"zh": "Chinese", "en": "English"}[lang]
+    return {
+        "name": f"albert_demo_{lang}",
+        "language": lang,
+        "task": "Which option continues the context? (multiple choice, any number of options)",
+        "good_at": (
+            f"Picking the sentence that continues a {language} passage when the other "
+            "options come from unrelated text: topical coherence."
+        ),
+        "not_good_at": (
+            "Reasoning, world knowledge, reading comprehension questions, and text unlike "
+            "its training corpora; it is a small model trained on two CPU cores."
+        ),
+        "pretraining": {
+            "corpora": prepared["corpora"],
+            "documents": prepared["documents"]["pretrain"],
+            "sentences": prepared["pretraining_sentences"],
+            "steps": pretrain_run["options"]["num_train_steps"],
+            "batch_size": pretrain_run["options"]["train_batch_size"],
+            "sentence_task": pretrain_run["options"]["sentence_task"],
+            "model": {
+                k: pretrain_run["albert_config"][k]
+                for k in (
+                    "vocab_size",
+                    "embedding_size",
+                    "hidden_size",
+                    "num_hidden_layers",
+                    "share",
+                )
+                if k in pretrain_run["albert_config"]
+            },
+            "seconds": round(times.get("pretrain", 0.0)),
+        },
+        "finetuning": {
+            "items": prepared["items"]["train"],
+            "documents": prepared["documents"]["finetune"],
+            "steps": finetune.get("steps"),
+            "seconds": round(times.get("finetune", 0.0)),
+        },
+        "held_out": evaluation["held_out"],
+        "shared_sets": evaluation["shared_sets"],
+        "rebuild": f"python -m albert_tf.demo_models --languages={lang}",
+    }
+
+
+def run() -> None:
+    """The `albert-demo-models` console script."""
+    runner.run(main, "demo_models")
+
+
+if __name__ == "__main__":
+    run()

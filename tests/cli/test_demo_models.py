@@ -1,0 +1,91 @@
+"""`python -m albert_tf.demo_models`: the stages a test can afford (the real rebuild
+takes about an hour per language; models/README.md records it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from albert_tf.data import read_documents, sample_path
+from albert_tf.data.multiple_choice import read_multiple_choice
+from albert_tf.data.next_sentence import document_split
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _demo_models(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "albert_tf.demo_models", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+
+
+def test_prepare_splits_by_document_and_builds_next_sentence_items(tmp_path):
+    corpus = sample_path("en")
+    result = _demo_models(
+        "--languages=en", "--stages=prepare", f"--en_corpora={corpus}", f"--work_dir={tmp_path}"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = tmp_path / "en" / "data"
+    documents = list(read_documents(corpus))
+    parts = [document_split(f"en_sample/{i}") for i in range(len(documents))]
+    summary = json.loads((data / "prepare.json").read_text())
+    assert summary["documents"] == {p: parts.count(p) for p in ("pretrain", "finetune", "test")}
+
+    # The pretraining text is exactly the pretraining documents, in order.
+    lines = (data / "pretrain.jsonl").read_text(encoding="utf-8").splitlines()
+    pretrain = [json.loads(line)["sentences"] for line in lines]
+    assert pretrain == [d for d, p in zip(documents, parts, strict=True) if p == "pretrain"]
+
+    # Test items come only from test documents: context and answer are consecutive
+    # there; no distractor is a sentence of the item's own document.
+    test_docs = [d for d, p in zip(documents, parts, strict=True) if p == "test"]
+    items, skipped = read_multiple_choice(str(data / "test.jsonl"))
+    assert not skipped and len(items) == summary["items"]["test"] > 0
+    for item in items[:200]:
+        _, d, i = item.id.split("-")
+        doc = test_docs[int(d)]
+        assert item.options[item.label] == doc[int(i) + 1]
+        assert item.context.endswith(doc[int(i)]) and len(item.options) == 4
+        assert not set(item.options) - {item.options[item.label]} & set(doc)
+    train, _ = read_multiple_choice(str(data / "train.jsonl"))
+    assert {i.context for i in train}.isdisjoint({i.context for i in items})
+
+
+def test_evaluate_scores_a_model_against_chance_and_the_overlap_baseline(tmp_path, mc_models):
+    corpus = sample_path("zh")
+    work = tmp_path / "zh"
+    (work / "finetune").mkdir(parents=True)
+    shutil.copytree(mc_models["zh"]["model"], work / "finetune" / "best")
+    result = _demo_models(
+        "--languages=zh",
+        "--stages=prepare,evaluate",
+        f"--zh_corpora={corpus}",
+        f"--work_dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((work / "evaluation.json").read_text())
+    held = report["held_out"]
+    assert (
+        held["chance"] == 0.25
+        and held["items"]
+        == json.loads((work / "data" / "prepare.json").read_text())["items"]["test"]
+    )
+    # Random weights: near chance; the overlap baselines see shared characters.
+    assert abs(held["accuracy"] - 0.25) < 5 * held["accuracy_stderr"] + 0.02
+    assert held["overlap_idf_baseline"] > 0.4 and held["overlap_count_baseline"] > 0.3
+
+
+def test_unknown_stage_and_language_are_user_errors(tmp_path):
+    for flag in ("--stages=prepare,train", "--languages=fr"):
+        result = _demo_models(flag, f"--work_dir={tmp_path}")
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines()[-1].startswith("demo_models: error: ")
