@@ -13,6 +13,7 @@ Every flag: ``python -m albert_tf.pretrain --helpfull``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -22,10 +23,13 @@ from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
 from albert_tf.config import SHARE_MODES
 from albert_tf.data.examples import SENTENCE_TASKS
+from albert_tf.training.options import OPTIMIZERS, PretrainingOptions
 from albert_tf.training.precision import PRECISIONS
 from albert_tf.training.strategies import STRATEGIES
 
 FLAGS = flags.FLAGS
+# The recipe's defaults have one home, PretrainingOptions; the flags read them from it.
+_DEFAULTS = {field.name: field.default for field in dataclasses.fields(PretrainingOptions)}
 # --- where
 flags.DEFINE_string("model_dir", None, "Checkpoints, logs, prepared data and the final model.")
 # --- data
@@ -56,15 +60,15 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_integer("dupe_factor", 10, "Passes over --corpus when making pairs.")
 flags.DEFINE_integer("eval_every_document", 20, "Hold out one document in N of --corpus.")
-flags.DEFINE_integer("max_seq_length", 512, "Tokens per example.")
+flags.DEFINE_integer("max_seq_length", _DEFAULTS["max_seq_length"], "Tokens per example.")
 flags.DEFINE_integer(
     "max_predictions_per_seq",
-    None,
+    _DEFAULTS["max_predictions_per_seq"],
     "Masked positions per example; default round(0.15 * max_seq_length).",
 )
 flags.DEFINE_enum(
     "sentence_task",
-    "sop",
+    _DEFAULTS["sentence_task"],
     list(SENTENCE_TASKS),
     "sop (the paper), nsp (BERT's) or none, for the Table 5 ablation.",
 )
@@ -84,45 +88,65 @@ flags.DEFINE_enum(
 )
 # --- optimisation
 flags.DEFINE_integer(
-    "train_batch_size", 4096, "Global batch size (all replicas, all accumulation steps)."
+    "train_batch_size",
+    _DEFAULTS["train_batch_size"],
+    "Global batch size (all replicas, all accumulation steps).",
 )
-flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per optimizer step.")
-flags.DEFINE_integer("num_train_steps", 125000, "Optimizer steps.")
-flags.DEFINE_integer("num_warmup_steps", 3125, "Linear warm-up steps.")
-flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate.")
-flags.DEFINE_enum("optimizer", "lamb", ["lamb", "adamw"], "Optimizer.")
-flags.DEFINE_float("weight_decay_rate", 0.01, "Weight decay (not on LayerNorm or biases).")
-flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping.")
+flags.DEFINE_integer(
+    "gradient_accumulation_steps",
+    _DEFAULTS["gradient_accumulation_steps"],
+    "Micro-batches per optimizer step.",
+)
+flags.DEFINE_integer("num_train_steps", _DEFAULTS["num_train_steps"], "Optimizer steps.")
+flags.DEFINE_integer("num_warmup_steps", _DEFAULTS["num_warmup_steps"], "Linear warm-up steps.")
+flags.DEFINE_float("learning_rate", _DEFAULTS["learning_rate"], "Peak learning rate.")
+flags.DEFINE_enum("optimizer", _DEFAULTS["optimizer"], list(OPTIMIZERS), "Optimizer.")
+flags.DEFINE_float(
+    "weight_decay_rate",
+    _DEFAULTS["weight_decay_rate"],
+    "Weight decay (not on LayerNorm or biases).",
+)
+flags.DEFINE_float("clip_norm", _DEFAULTS["clip_norm"], "Global-norm gradient clipping.")
 flags.DEFINE_enum(
     "precision",
-    "auto",
+    _DEFAULTS["precision"],
     list(PRECISIONS),
     "float32, or mixed precision: bfloat16 (CPU/TPU) or float16 (GPU, with loss "
     "scaling). auto: bfloat16 on TPUs and on CPUs with bf16 instructions "
     "(avx512_bf16, AMX), else float32.",
 )
-flags.DEFINE_bool("jit_compile", False, "XLA-compile the model's forward and backward pass.")
+flags.DEFINE_bool(
+    "jit_compile", _DEFAULTS["jit_compile"], "XLA-compile the model's forward and backward pass."
+)
 flags.DEFINE_bool(
     "fused_kernels",
-    True,
+    _DEFAULTS["fused_kernels"],
     "On CPU, run GELU, LayerNorm, attention's masked softmax and head split/merge as "
     "fused kernels (built with the C++ compiler on first use; stock TensorFlow ops if "
     "that fails). Not with --jit_compile.",
 )
-flags.DEFINE_integer("seed", 12345, "Seed of data order, masks and initialisation.")
+flags.DEFINE_integer("seed", _DEFAULTS["seed"], "Seed of data order, masks and initialisation.")
 # --- distribution
 flags.DEFINE_enum("strategy", "default", list(STRATEGIES), "tf.distribute strategy.")
 flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
 # --- bookkeeping
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint interval.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
-flags.DEFINE_integer("log_every_steps", 50, "TensorBoard/progress-bar interval.")
 flags.DEFINE_integer(
-    "eval_every_steps", 0, "Evaluate during training every N steps (0: only at the end)."
+    "save_checkpoints_steps", _DEFAULTS["save_checkpoints_steps"], "Checkpoint interval."
 )
-flags.DEFINE_integer("eval_batch_size", 64, "Held-out batch size.")
-flags.DEFINE_integer("num_eval_steps", 100, "Held-out batches per evaluation (0: all).")
-flags.DEFINE_bool("progress_bar", True, "Show a progress bar.")
+flags.DEFINE_integer("keep_checkpoint_max", _DEFAULTS["keep_checkpoint_max"], "Checkpoints kept.")
+flags.DEFINE_integer(
+    "log_every_steps", _DEFAULTS["log_every_steps"], "TensorBoard/progress-bar interval."
+)
+flags.DEFINE_integer(
+    "eval_every_steps",
+    _DEFAULTS["eval_every_steps"],
+    "Evaluate during training every N steps (0: only at the end).",
+)
+flags.DEFINE_integer("eval_batch_size", _DEFAULTS["eval_batch_size"], "Held-out batch size.")
+flags.DEFINE_integer(
+    "num_eval_steps", _DEFAULTS["num_eval_steps"], "Held-out batches per evaluation (0: all)."
+)
+flags.DEFINE_bool("progress_bar", _DEFAULTS["progress_bar"], "Show a progress bar.")
 
 
 def build_config(vocab_size: int):
@@ -163,7 +187,6 @@ def main() -> None:
     from albert_tf.checkpoints.saved_format import save_model
     from albert_tf.data.shards import read_metadata
     from albert_tf.tokenizers import load_tokenizer
-    from albert_tf.training.options import PretrainingOptions
     from albert_tf.training.preparation import prepare_pretraining_data
     from albert_tf.training.strategies import create_strategy
     from albert_tf.training.trainer import PretrainingTrainer
@@ -202,29 +225,13 @@ def main() -> None:
         model_dir=model_dir,
         train_files=train_files,
         eval_files=eval_files,
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size,
-        num_train_steps=FLAGS.num_train_steps,
-        num_warmup_steps=FLAGS.num_warmup_steps,
-        learning_rate=FLAGS.learning_rate,
-        optimizer=FLAGS.optimizer,
-        weight_decay_rate=FLAGS.weight_decay_rate,
-        clip_norm=FLAGS.clip_norm,
-        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-        sentence_task=FLAGS.sentence_task,
-        precision=FLAGS.precision,
-        jit_compile=FLAGS.jit_compile,
-        fused_kernels=FLAGS.fused_kernels,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-        eval_every_steps=FLAGS.eval_every_steps,
-        num_eval_steps=FLAGS.num_eval_steps,
-        log_every_steps=FLAGS.log_every_steps,
-        seed=FLAGS.seed,
-        progress_bar=FLAGS.progress_bar,
+        **{
+            name: FLAGS[name].value
+            for name in _DEFAULTS
+            if name in FLAGS and name not in ("model_dir", "train_files", "eval_files")
+        },
     )
+
     print(
         f"model: E={config.embedding_size} H={config.hidden_size} "
         f"L={config.num_hidden_layers} share={config.share} V={config.vocab_size}; "
