@@ -190,7 +190,8 @@ def test_albert_chinese_small_layout_converts_with_its_bert_vocab(tmp_path):
     from albert_tf.tokenizers import load_tokenizer
     from albert_tf.training.finetuning import MultipleChoiceTrainer
 
-    chars = list("算法组的成员们精通各种研究和落地他们主要负责大熊猫你吃饭了吗我没上吉士果")
+    text_chars = "算法组的成员们精通各种研究和落地他们主要负责大熊猫你吃饭了吗我没上吉士果"
+    chars = list(dict.fromkeys(text_chars))  # a vocab line per distinct character
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, "ai", "##s"]
     folder = tmp_path / "albert_chinese_small"
     folder.mkdir()
