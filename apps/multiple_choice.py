@@ -5,12 +5,13 @@
 Models are SavedModels written by ``python -m albert_tf.export`` (or
 ``albert_tf.finetune --export_dir``, or ``albert_tf.demo_models``) under a models
 folder, default ``models/exported`` (``ALBERT_MODELS_DIR`` overrides it), each as
-``NAME/<version>/``. The repository ships two demo models there,
-``albert_demo_zh`` and ``albert_demo_en``. By default the page answers with the
-model whose language matches the text (by script), says which model answered,
-and shows that model's card (``assets.extra/model_card.json``). Inference goes
-through the SavedModel's ``serving_default`` signature; ``tokenize`` shows how
-each option was packed. Only tensorflow and tensorflow_text are needed here.
+``NAME/<version>/``. The repository ships the Chinese demo model there,
+``albert_demo_zh``; ``python -m albert_tf.demo_models`` builds ``albert_demo_en``.
+By default the page answers with the model whose language matches the text (by
+script), says which model answered, and shows that model's card
+(``assets.extra/model_card.json``). Inference goes through the SavedModel's
+``serving_default`` signature; ``tokenize`` shows how each option was packed. Only
+tensorflow and tensorflow_text are needed here.
 """
 
 from __future__ import annotations
@@ -222,9 +223,9 @@ def main() -> None:
     models = find_models(models_dir)
     if not models:
         st.error(
-            f"No exported model found in `{models_dir}`. The repository ships two demo "
-            "models in `models/exported`: start the app from the repository root, or "
-            "rebuild them:"
+            f"No exported model found in `{models_dir}`. The repository ships a demo "
+            "model in `models/exported`: start the app from the repository root, or "
+            "rebuild the demo models:"
         )
         st.code(REBUILD_COMMAND, language="bash")
         st.info(
