@@ -34,6 +34,15 @@ def sum_over_batches(
     return totals
 
 
+def binomial_stderr(accuracy: float, count: float) -> float:
+    """Standard error of an accuracy measured on ``count`` independent items.
+
+    >>> round(binomial_stderr(0.5, 100), 3)
+    0.05
+    """
+    return math.sqrt(accuracy * (1.0 - accuracy) / count)
+
+
 def with_standard_errors(results: dict[str, float], totals: dict[str, float]) -> dict[str, float]:
     """Adds the binomial standard error of each accuracy and its count."""
     out = dict(results)
@@ -44,7 +53,7 @@ def with_standard_errors(results: dict[str, float], totals: dict[str, float]) ->
         n = totals.get(count_key, 0.0)
         if n and f"{task}_accuracy" in out:
             p = out[f"{task}_accuracy"]
-            out[f"{task}_accuracy_stderr"] = math.sqrt(p * (1.0 - p) / n)
+            out[f"{task}_accuracy_stderr"] = binomial_stderr(p, n)
             out[count_name] = n
     return out
 

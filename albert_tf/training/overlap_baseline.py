@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from albert_tf.data.multiple_choice import MultipleChoiceExample
+from albert_tf.training.evaluation import binomial_stderr
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _UNITS = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
@@ -65,6 +66,6 @@ def overlap_accuracy(
     accuracy = correct / len(items)
     return {
         "accuracy": accuracy,
-        "accuracy_stderr": math.sqrt(accuracy * (1 - accuracy) / len(items)),
+        "accuracy_stderr": binomial_stderr(accuracy, len(items)),
         "count": len(items),
     }
