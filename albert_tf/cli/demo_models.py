@@ -22,8 +22,8 @@ last checkpoint). ``--stages`` runs a subset.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
 import os
 import subprocess
 import sys
@@ -33,6 +33,7 @@ from absl import flags
 
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
+from albert_tf.data.inputs import resolve_inputs
 
 SHARED = "../shared/data"
 CORPORA = {
@@ -62,8 +63,8 @@ flags.DEFINE_list("stages", list(STAGES), f"Stages to run, of {', '.join(STAGES)
 flags.DEFINE_string("work_dir", "runs/demo_models", "Splits, pretraining and fine-tuning runs.")
 flags.DEFINE_string("export_base", "models/exported", "Where albert_demo_<lang>/ go.")
 flags.DEFINE_string("configs_dir", "configs", "Where demo_<lang>_{pretrain,finetune}.flags are.")
-flags.DEFINE_string("zh_corpora", None, "Override the Chinese corpora (comma-separated).")
-flags.DEFINE_string("en_corpora", None, "Override the English corpora (comma-separated).")
+flags.DEFINE_string("zh_corpora", None, "Override the Chinese corpora (files, globs, folders).")
+flags.DEFINE_string("en_corpora", None, "Override the English corpora (files, globs, folders).")
 flags.DEFINE_integer("version", 1, "SavedModel version to write.")
 flags.DEFINE_integer("seed", 0, "Seed of the items (distractors, answer positions).")
 
@@ -83,8 +84,6 @@ def prepare(lang: str, corpora: list[str], out: str) -> dict:
     parts: dict[str, list[list[str]]] = {"pretrain": [], "finetune": [], "test": []}
     groups: dict[str, list[str]] = {"finetune": [], "test": []}
     for path in corpora:
-        if not os.path.isfile(path):
-            raise UserError(f"corpus not found: {path} (the shared data, or --{lang}_corpora)")
         source = _source(path)
         for index, doc in enumerate(read_documents(path)):
             part = document_split(f"{source}/{index}")
@@ -112,17 +111,8 @@ def prepare(lang: str, corpora: list[str], out: str) -> dict:
     }
     for name, items in splits.items():
         with open(os.path.join(out, f"{name}.jsonl"), "w", encoding="utf-8") as f:
-            for item in items:
-                record = {
-                    "id": item.id,
-                    "lang": lang,
-                    "source": "next_sentence",
-                    "context": item.context,
-                    "question": "",
-                    "options": list(item.options),
-                    "label": item.label,
-                }
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            for item in items:  # the JSON Lines layout read_multiple_choice reads
+                f.write(json.dumps(dataclasses.asdict(item), ensure_ascii=False) + "\n")
     summary = {
         "corpora": [os.path.basename(p) for p in corpora],
         "documents": {k: len(v) for k, v in parts.items()},
@@ -154,8 +144,10 @@ def main() -> None:
     for lang in FLAGS.languages:
         if lang not in CORPORA:
             raise UserError(f"no demo model for language {lang!r}; choose from zh, en")
-        override = FLAGS[f"{lang}_corpora"].value
-        corpora = override.split(",") if override else CORPORA[lang]
+        # Checked before any work starts; the message names the flag that overrides.
+        corpora = resolve_inputs(
+            FLAGS[f"{lang}_corpora"].value or CORPORA[lang], what=f"--{lang}_corpora"
+        )
         build(lang, corpora)
 
 
@@ -222,10 +214,12 @@ def build(lang: str, corpora: list[str]) -> None:
 
 
 def _scored(result: dict, chance: float) -> dict:
+    from albert_tf.training.evaluation import binomial_stderr
+
     p, n = result["accuracy"], result["count"]
     return {
         "accuracy": round(p, 4),
-        "accuracy_stderr": round(math.sqrt(p * (1 - p) / n), 4),
+        "accuracy_stderr": round(binomial_stderr(p, n), 4),
         "items": n,
         "chance": round(chance, 4),
     }
