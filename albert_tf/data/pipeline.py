@@ -19,17 +19,43 @@ Every example gets a fresh mask each time it is read: its seed is
 (across epochs), so the same seed gives the same batches, and a new epoch
 gives new masks. The pipeline has no Python in its hot path and its iterator
 can be saved in a `tf.train.Checkpoint` to resume at the same batch.
+
+With ``tokens_per_batch`` (token-budget batching, as RoBERTa's), examples are
+masked exactly as above, then grouped by length into buckets
+(`token_budget_buckets`): a batch holds ``tokens_per_batch // L`` examples of
+one bucket, padded to the bucket's length ``L`` rather than ``max_seq_length``,
+and P shrinks to what masking can fill at ``L``. Every bucket keeps one batch
+shape, so a training step traces at most once per bucket.
+
+With ``data_service`` the batches are made by tf.data service workers
+(`tf.data.experimental.service`); masks then come from seeds each worker draws
+itself, so they are fresh but not reproducible.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Sequence
 
 import tensorflow as tf
 
 from albert_tf.data.masking import Masker, MaskingVocab
 from albert_tf.data.shards import read_metadata
+
+#: The `tf.data.experimental.service.distribute` processing modes
+#: `pretraining_dataset` accepts: every worker reads all the data
+#: (``parallel_epochs``), or the workers share out the files of each epoch
+#: (``distributed_epoch``).
+DATA_SERVICE_MODES = ("parallel_epochs", "distributed_epoch")
+
+# Ops that call back into the Python process that built the dataset: a tf.data
+# service worker runs the graph without that process.
+_PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+
+# With token-budget batching, examples are parsed and masked this many at a
+# time (vectorised) before being regrouped by length.
+_MASKING_CHUNK = 256
 
 _FEATURES = {
     "token_ids": tf.io.RaggedFeature(tf.int64),
@@ -53,6 +79,125 @@ def _resolve_vocab(tokenizer, files: list[str]) -> MaskingVocab:
             f"no tokenizer given and no masking_vocab.json next to the shards "
             f"in {directory}; pass tokenizer= (a Tokenizer or MaskingVocab)"
         ) from e
+
+
+def token_budget_buckets(max_seq_length: int, smallest: int = 16) -> list[int]:
+    """Bucket lengths of token-budget batching: powers of two from ``smallest``
+    up to ``max_seq_length``, which is always the last.
+
+    Doubling keeps the buckets few (one step trace each) and pads an example
+    to less than twice its length.
+
+    >>> token_budget_buckets(512)
+    [16, 32, 64, 128, 256, 512]
+    >>> token_budget_buckets(100), token_budget_buckets(12)
+    ([16, 32, 64, 100], [12])
+    """
+    lengths = []
+    length = smallest
+    while length < max_seq_length:
+        lengths.append(length)
+        length *= 2
+    return [*lengths, max_seq_length]
+
+
+def token_budget_batch_sizes(
+    tokens_per_batch: int, bucket_lengths: Sequence[int], multiple: int = 1
+) -> list[int]:
+    """Examples per batch of each bucket: ``tokens_per_batch // length``, rounded
+    down to a multiple of ``multiple`` (the replicas sharing a batch), at least one
+    multiple.
+
+    >>> token_budget_batch_sizes(4096, [16, 32, 64, 128], multiple=8)
+    [256, 128, 64, 32]
+    >>> token_budget_batch_sizes(100, [16, 32, 64], multiple=2)
+    [6, 2, 2]
+    """
+    return [max(multiple, tokens_per_batch // n // multiple * multiple) for n in bucket_lengths]
+
+
+def check_serializable(dataset: tf.data.Dataset) -> None:
+    """Raises ValueError if ``dataset`` calls back into Python
+    (`tf.py_function`, `tf.numpy_function`): tf.data service workers run the
+    serialized graph without the process that holds those callbacks, and would
+    fail only when the first batch is requested."""
+    # No public API lists a dataset's ops; the serialized graph is what the
+    # service sends to its workers, so it is the thing to check.
+    serialized = dataset._as_serialized_graph(
+        external_state_policy=tf.data.experimental.ExternalStatePolicy.IGNORE
+    )
+    graph = tf.compat.v1.GraphDef.FromString(serialized.numpy())
+    ops = {n.op for n in graph.node}
+    ops.update(n.op for f in graph.library.function for n in f.node_def)
+    python = sorted(ops & _PYTHON_OPS)
+    if python:
+        raise ValueError(
+            f"the input pipeline runs Python ({', '.join(python)}: tf.py_function or "
+            "tf.numpy_function), which tf.data service workers cannot run; express it "
+            "with TensorFlow ops or train without --data_service"
+        )
+
+
+def _fresh_seed() -> tf.Tensor:
+    """A random int64, new at each call and on each tf.data service worker.
+
+    Seeds given as numbers (or derived from the global seed) are baked into
+    the graph the client sends, so every worker would draw the same values;
+    seed=seed2=0 makes the op seed itself where its kernel is created.
+    """
+    return tf.raw_ops.RandomUniformInt(
+        shape=tf.constant([], tf.int32),
+        minval=tf.constant(0, tf.int64),
+        maxval=tf.constant(2**62, tf.int64),
+        seed=0,
+        seed2=0,
+    )
+
+
+def _token_budget_batches(
+    ds: tf.data.Dataset,
+    *,
+    bucket_lengths: Sequence[int],
+    batch_sizes: Sequence[int],
+    max_predictions: int,
+    masked_lm_prob: float,
+    drop_remainder: bool,
+) -> tf.data.Dataset:
+    """Masked examples (padded to max_seq_length) → batches of one bucket each,
+    padded to the bucket's length."""
+    lengths = tf.constant(bucket_lengths, tf.int32)
+    sizes = tf.constant(batch_sizes, tf.int64)
+    # Masking predicts at most round(masked_lm_prob · length) tokens; floor + 1
+    # bounds that whatever the rounding, so trimming drops no real prediction.
+    predictions = tf.constant(
+        [min(max_predictions, int(masked_lm_prob * n) + 1) for n in bucket_lengths], tf.int32
+    )
+
+    def bucket(length: tf.Tensor) -> tf.Tensor:
+        # The first bucket at least as long as the example.
+        return tf.searchsorted(lengths, tf.reshape(length, [1]), side="left")[0]
+
+    def trim(features: dict, labels: dict):
+        b = bucket(tf.reduce_sum(features["padding_mask"]))
+        seq, pred = lengths[b], predictions[b]
+        features = {k: v[:pred] if k == "mask_positions" else v[:seq] for k, v in features.items()}
+        labels = {
+            "mask_ids": labels["mask_ids"][:pred],
+            "mask_weights": labels["mask_weights"][:pred],
+            "sentence_order_label": labels["sentence_order_label"],
+        }
+        return features, labels
+
+    def key(features: dict, labels: dict) -> tf.Tensor:
+        # Trimmed to its bucket's length: the length names the bucket.
+        return tf.cast(bucket(tf.size(features["padding_mask"])), tf.int64)
+
+    ds = ds.map(trim, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return ds.group_by_window(
+        key,
+        lambda k, window: window.batch(tf.gather(sizes, k), drop_remainder=drop_remainder),
+        window_size_func=lambda k: tf.gather(sizes, k),
+    )
 
 
 def held_out_dataset(
@@ -97,6 +242,12 @@ def pretraining_dataset(
     input_context: tf.distribute.InputContext | None = None,
     cycle_length: int = 8,
     return_spans: bool = False,
+    tokens_per_batch: int | None = None,
+    bucket_lengths: Sequence[int] | None = None,
+    batch_size_multiple: int = 1,
+    data_service: str | None = None,
+    data_service_mode: str = "parallel_epochs",
+    job_name: str | None = None,
 ) -> tf.data.Dataset:
     """Reads pretraining shards, masks dynamically, batches and prefetches.
 
@@ -115,8 +266,27 @@ def pretraining_dataset(
       repeat: repeat forever (epochs get different masks).
       input_context: from `tf.distribute.Strategy.distribute_datasets_from_function`;
         each input pipeline reads its own files (or every n-th example when
-        there are fewer files than pipelines) with its own seed.
+        there are fewer files than pipelines) with its own seed. With
+        ``data_service`` the pipelines share one job instead, which deals
+        batches out among them.
       return_spans: add ``span_lengths`` to features (for tests/statistics).
+      tokens_per_batch: token budget of a batch (instead of ``batch_size``,
+        which is then unused): each batch holds examples of one bucket, as
+        many as ``tokens_per_batch // bucket length``, padded to that length.
+        With ``input_context``, the global budget, divided among replicas.
+      bucket_lengths: ascending bucket lengths for ``tokens_per_batch``;
+        default `token_budget_buckets(max_seq_length)`. The last must be
+        ``max_seq_length``.
+      batch_size_multiple: token-budget batch sizes are multiples of this
+        (the replicas that split each batch).
+      data_service: a tf.data service dispatcher (``grpc://host:port``); the
+        batches are then made by its workers and sent here.
+      data_service_mode: one of `DATA_SERVICE_MODES`. ``parallel_epochs``:
+        every worker reads all files, shuffled with its own seed (each
+        example comes once per worker and epoch). ``distributed_epoch``: the
+        dispatcher deals out the files, so an epoch holds each example once.
+      job_name: the service job; datasets with the same name share it (a
+        restarted client rejoins it). Default: a job of this dataset's own.
 
     >>> import os, tempfile, numpy as np
     >>> from albert_tf.data.examples import PretrainingExample, serialize_example
@@ -153,38 +323,64 @@ def pretraining_dataset(
         masked_lm_prob=masked_lm_prob,
     )
     pad_id = vocab.pad_id
+    if data_service and data_service_mode not in DATA_SERVICE_MODES:
+        raise ValueError(
+            f"data_service_mode={data_service_mode!r} must be one of {DATA_SERVICE_MODES}"
+        )
+    if tokens_per_batch is not None:
+        bucket_lengths = list(bucket_lengths or token_budget_buckets(max_seq_length))
+        if bucket_lengths != sorted(set(bucket_lengths)) or bucket_lengths[-1] != max_seq_length:
+            raise ValueError(
+                f"bucket_lengths={bucket_lengths} must ascend and end at "
+                f"max_seq_length={max_seq_length}"
+            )
 
     per_replica_batch = batch_size
     pipeline_id = 0
     shard_records = None
     if input_context is not None:
         per_replica_batch = input_context.get_per_replica_batch_size(batch_size)
+        if tokens_per_batch is not None:
+            tokens_per_batch //= input_context.num_replicas_in_sync
         pipeline_id = input_context.input_pipeline_id
         n = input_context.num_input_pipelines
-        if len(files) >= n:
-            files = files[pipeline_id::n]
-        else:
-            shard_records = (n, pipeline_id)
+        # A shared service job deals batches out among the pipelines itself.
+        if not data_service:
+            if len(files) >= n:
+                files = files[pipeline_id::n]
+            else:
+                shard_records = (n, pipeline_id)
     base_seed = tf.constant([seed, pipeline_id], tf.int64)
 
-    ds = tf.data.Dataset.from_tensor_slices(files)
-    if shuffle:
-        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    if repeat:
-        ds = ds.repeat()
-    ds = ds.interleave(
-        tf.data.TFRecordDataset,
-        cycle_length=min(cycle_length, len(files)),
-        block_length=1,
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
-    if shard_records is not None:
-        ds = ds.shard(*shard_records)
-    if shuffle:
-        ds = ds.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
-    # Counting examples gives each one (in each epoch) its own seed.
-    ds = ds.enumerate()
+    def examples(shuffle_seed: int | tf.Tensor) -> tf.data.Dataset:
+        """(index, serialized example) pairs, in file-then-buffer shuffled order."""
+        ds = tf.data.Dataset.from_tensor_slices(files)
+        if shuffle:
+            ds = ds.shuffle(len(files), seed=shuffle_seed, reshuffle_each_iteration=True)
+        if repeat:
+            ds = ds.repeat()
+        ds = ds.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=min(cycle_length, len(files)),
+            block_length=1,
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+        if shard_records is not None:
+            ds = ds.shard(*shard_records)
+        if shuffle:
+            ds = ds.shuffle(shuffle_buffer_size, seed=shuffle_seed, reshuffle_each_iteration=True)
+        # Counting examples gives each one (in each epoch) its own seed.
+        return ds.enumerate()
+
+    if data_service and data_service_mode == "parallel_epochs" and shuffle:
+        # Every worker reads all files: each must shuffle with a seed of its
+        # own, drawn when it starts, or all would send the same batches.
+        ds = tf.data.Dataset.from_tensors(0).map(lambda _: _fresh_seed()).flat_map(examples)
+    else:
+        # Locally, and with distributed_epoch, whose dispatcher shuffles and
+        # deals out the files (so the file list must stay the first source).
+        ds = examples(seed)
 
     draw_signature = {
         "ngram": tf.int32,
@@ -193,13 +389,19 @@ def pretraining_dataset(
         "random_index": tf.int32,
     }
 
-    def example_draws(index: tf.Tensor) -> dict[str, tf.Tensor]:
-        # Each example's own random numbers, keyed by (seed, its index).
-        return masker.random_draws(tf.random.experimental.stateless_fold_in(base_seed, index))
-
     def parse_and_mask(indices: tf.Tensor, records: tf.Tensor):
         # Everything runs on whole batches (far fewer op launches) except the
         # per-example random draws, which keep masks independent of batching.
+        batch_seed = base_seed
+        if data_service:
+            # Service workers count examples from 0 each: a fresh draw per
+            # batch keeps two workers' examples from sharing masks.
+            batch_seed = tf.random.experimental.stateless_fold_in(base_seed, _fresh_seed())
+
+        def example_draws(index: tf.Tensor) -> dict[str, tf.Tensor]:
+            # Each example's own random numbers, keyed by (seed, its index).
+            return masker.random_draws(tf.random.experimental.stateless_fold_in(batch_seed, index))
+
         ex = tf.io.parse_example(records, _FEATURES)
         lengths = tf.cast(ex["token_ids"].row_lengths(), tf.int32)
         check = tf.debugging.assert_less_equal(
@@ -228,6 +430,29 @@ def pretraining_dataset(
         }
         return features, labels
 
-    ds = ds.batch(per_replica_batch, drop_remainder=drop_remainder)
-    ds = ds.map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if tokens_per_batch is None:
+        ds = ds.batch(per_replica_batch, drop_remainder=drop_remainder)
+        ds = ds.map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    else:
+        # Masked as fixed batches are (same seeds, same masks), then regrouped.
+        ds = ds.batch(_MASKING_CHUNK)
+        ds = ds.map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        ds = _token_budget_batches(
+            ds.unbatch(),
+            bucket_lengths=bucket_lengths,
+            batch_sizes=token_budget_batch_sizes(
+                tokens_per_batch, bucket_lengths, batch_size_multiple
+            ),
+            max_predictions=masker.max_predictions_per_seq,
+            masked_lm_prob=masked_lm_prob,
+            drop_remainder=drop_remainder,
+        )
+    if data_service:
+        check_serializable(ds)
+        # Workers keep batches ready; the client prefetches what arrives.
+        ds = ds.prefetch(tf.data.AUTOTUNE).apply(
+            tf.data.experimental.service.distribute(
+                processing_mode=data_service_mode, service=data_service, job_name=job_name
+            )
+        )
     return ds.prefetch(tf.data.AUTOTUNE)
