@@ -23,6 +23,7 @@ from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
 from albert_tf.config import SHARE_MODES
 from albert_tf.data.examples import SENTENCE_TASKS
+from albert_tf.data.pipeline import DATA_SERVICE_MODES
 from albert_tf.training.options import OPTIMIZERS, PretrainingOptions
 from albert_tf.training.precision import PRECISIONS
 from albert_tf.training.strategies import STRATEGIES
@@ -93,6 +94,13 @@ flags.DEFINE_integer(
     "Global batch size (all replicas, all accumulation steps).",
 )
 flags.DEFINE_integer(
+    "tokens_per_batch",
+    _DEFAULTS["tokens_per_batch"],
+    "Token budget per optimizer step, instead of --train_batch_size: examples are "
+    "grouped by length and shorter ones come in larger batches (RoBERTa). At least "
+    "max_seq_length x replicas x accumulation steps.",
+)
+flags.DEFINE_integer(
     "gradient_accumulation_steps",
     _DEFAULTS["gradient_accumulation_steps"],
     "Micro-batches per optimizer step.",
@@ -129,6 +137,19 @@ flags.DEFINE_integer("seed", _DEFAULTS["seed"], "Seed of data order, masks and i
 # --- distribution
 flags.DEFINE_enum("strategy", "default", list(STRATEGIES), "tf.distribute strategy.")
 flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
+flags.DEFINE_string(
+    "data_service",
+    _DEFAULTS["data_service"],
+    "A tf.data service dispatcher (grpc://HOST:PORT, started with python -m "
+    "albert_tf.data_service) whose workers read and mask the training batches.",
+)
+flags.DEFINE_enum(
+    "data_service_mode",
+    _DEFAULTS["data_service_mode"],
+    list(DATA_SERVICE_MODES),
+    "parallel_epochs: every service worker reads all files in its own order; "
+    "distributed_epoch: the workers share out each epoch's files.",
+)
 # --- bookkeeping
 flags.DEFINE_integer(
     "save_checkpoints_steps", _DEFAULTS["save_checkpoints_steps"], "Checkpoint interval."

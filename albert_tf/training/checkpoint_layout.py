@@ -34,12 +34,24 @@ def checkpoint_path(directory: str, step: int) -> str:
 
 
 def training_checkpoint(
-    model: keras.Model, optimizer: keras.optimizers.Optimizer, iterator
+    model: keras.Model, optimizer: keras.optimizers.Optimizer, iterator=None
 ) -> tf.train.Checkpoint:
     """Model, optimizer (its step counter is the global step), input position
-    and dropout's random state: all a resumed run needs to continue exactly."""
+    and dropout's random state: all a resumed run needs to continue exactly.
+
+    ``iterator`` None leaves the input position out: an iterator over a
+    tf.data service cannot be saved.
+    """
     # Keras keeps dropout's random state in SeedGenerator variables that
     # a TF checkpoint of the model does not reach; without them a resumed
     # run would draw other dropout masks than an uninterrupted one.
     rng_states = [v for v in model.variables if v.path.endswith("seed_generator_state")]
-    return tf.train.Checkpoint(model=model, optimizer=optimizer, iterator=iterator, rng=rng_states)
+    parts = {"model": model, "optimizer": optimizer, "rng": rng_states}
+    if iterator is not None:
+        parts["iterator"] = iterator
+    return tf.train.Checkpoint(**parts)
+
+
+def holds_input_position(path: str) -> bool:
+    """Whether the checkpoint at ``path`` saved its run's input iterator."""
+    return any(name.startswith("iterator/") for name, _ in tf.train.list_variables(path))

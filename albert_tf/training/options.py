@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from albert_tf.data.examples import SENTENCE_TASKS
+from albert_tf.data.pipeline import DATA_SERVICE_MODES
 from albert_tf.training.precision import PRECISIONS
 
 #: The optimizers `PretrainingOptions.optimizer` names.
@@ -30,6 +31,13 @@ class PretrainingOptions:
         Traceback (most recent call last):
         ...
         ValueError: sentence_task must be one of ('sop', 'nsp', 'none')
+        >>> PretrainingOptions("runs/x", "t", max_seq_length=128,
+        ...                    tokens_per_batch=100).validate(1)
+        Traceback (most recent call last):
+        ...
+        ValueError: tokens_per_batch=100 cannot hold one max_seq_length=128 example \
+per replica and micro-batch (128 × 1 accumulation steps × 1 replicas); set \
+--tokens_per_batch to at least 128.
     """
 
     model_dir: str
@@ -38,6 +46,10 @@ class PretrainingOptions:
     max_seq_length: int = 512
     max_predictions_per_seq: int | None = None
     train_batch_size: int = 4096
+    #: Token budget of an optimizer step (all replicas and accumulation steps)
+    #: instead of train_batch_size: examples are grouped by length and a
+    #: batch of shorter ones holds more of them (RoBERTa's batching).
+    tokens_per_batch: int | None = None
     eval_batch_size: int = 64
     num_train_steps: int = 125_000
     num_warmup_steps: int = 3125
@@ -57,6 +69,11 @@ class PretrainingOptions:
     log_every_steps: int = 50
     seed: int = 12345
     progress_bar: bool = True
+    #: A tf.data service dispatcher (grpc://host:port) whose workers parse and
+    #: mask the training batches; None: this process does.
+    data_service: str | None = None
+    #: How the service's workers share the data (`DATA_SERVICE_MODES`).
+    data_service_mode: str = "parallel_epochs"
 
     def validate(self, num_replicas: int) -> None:
         """Raises ValueError for a setting no run could use on ``num_replicas``."""
@@ -66,8 +83,21 @@ class PretrainingOptions:
             raise ValueError(f"precision must be one of {PRECISIONS}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError("optimizer must be 'lamb' or 'adamw'")
+        if self.data_service_mode not in DATA_SERVICE_MODES:
+            raise ValueError(f"data_service_mode must be one of {DATA_SERVICE_MODES}")
         micro = self.gradient_accumulation_steps * num_replicas
-        if self.train_batch_size % micro:
+        if self.tokens_per_batch is not None:
+            # Each replica's micro-batch must hold one example of full length.
+            least = self.max_seq_length * micro
+            if self.tokens_per_batch < least:
+                raise ValueError(
+                    f"tokens_per_batch={self.tokens_per_batch} cannot hold one "
+                    f"max_seq_length={self.max_seq_length} example per replica and "
+                    f"micro-batch ({self.max_seq_length} × {self.gradient_accumulation_steps} "
+                    f"accumulation steps × {num_replicas} replicas); set "
+                    f"--tokens_per_batch to at least {least}."
+                )
+        elif self.train_batch_size % micro:
             raise ValueError(
                 f"train_batch_size={self.train_batch_size} is not divisible by "
                 f"gradient_accumulation_steps × replicas = "
@@ -84,3 +114,10 @@ class PretrainingOptions:
     def micro_batch_size(self) -> int:
         """Examples per micro-batch (one forward/backward pass) over all replicas."""
         return self.train_batch_size // self.gradient_accumulation_steps
+
+    @property
+    def micro_batch_tokens(self) -> int | None:
+        """Token budget of a micro-batch over all replicas (None: fixed batches)."""
+        if self.tokens_per_batch is None:
+            return None
+        return self.tokens_per_batch // self.gradient_accumulation_steps

@@ -31,7 +31,13 @@ RESUMABLE_OPTIONS = (
     "save_checkpoints_steps",
     "keep_checkpoint_max",
     "fused_kernels",
+    # Where batches are made, not what they hold.
+    "data_service",
+    "data_service_mode",
 )
+# Options added after run records were first written: recorded only when set,
+# so that runs recorded before them still resume.
+OPTIONAL_OPTIONS = ("tokens_per_batch",)
 
 
 def run_record(config: AlbertConfig, options: PretrainingOptions) -> dict[str, Any]:
@@ -39,6 +45,9 @@ def run_record(config: AlbertConfig, options: PretrainingOptions) -> dict[str, A
     recorded = dataclasses.asdict(options)
     for key in RESUMABLE_OPTIONS:
         recorded.pop(key)
+    for key in OPTIONAL_OPTIONS:
+        if recorded[key] is None:
+            recorded.pop(key)
     return {"albert_config": config.to_hf_dict(), "options": recorded}
 
 

@@ -63,6 +63,15 @@ def worker_index(strategy: tf.distribute.Strategy) -> int:
     return int(resolver.task_id or 0)
 
 
+def num_workers(strategy: tf.distribute.Strategy) -> int:
+    """How many worker processes train together (1 unless multi-worker)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return 1
+    cluster = _cluster(resolver)
+    return max(1, len(cluster.get("worker", [])) + len(cluster.get("chief", [])))
+
+
 def _cluster(resolver) -> dict:
     spec = resolver.cluster_spec().as_dict()
     if spec:

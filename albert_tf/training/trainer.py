@@ -17,7 +17,10 @@ multi-worker, TPU). `PretrainingTrainer` is the loop; its parts live beside it:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
+import os
 import shutil
 import time
 
@@ -36,9 +39,30 @@ from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDec
 from albert_tf.training.options import PretrainingOptions
 from albert_tf.training.precision import dtype_policy, resolve_precision
 from albert_tf.training.steps import PretrainingSteps
-from albert_tf.training.strategies import is_chief, worker_index
+from albert_tf.training.strategies import is_chief, num_workers, worker_index
 
-__all__ = ["PretrainingTrainer"]
+__all__ = ["PretrainingTrainer", "data_service_job_name"]
+
+
+def data_service_job_name(options: PretrainingOptions) -> str:
+    """The tf.data service job of a run's training data.
+
+    Stable, so a restarted run rejoins its job while the dispatcher keeps it;
+    derived from the directory and everything that shapes the batches, so two
+    runs (or one run with another input) never share a job.
+    """
+    key = [
+        os.path.abspath(options.model_dir),
+        options.train_files,
+        options.seed,
+        options.max_seq_length,
+        options.max_predictions_per_seq,
+        options.micro_batch_size,
+        options.micro_batch_tokens,
+        options.data_service_mode,
+    ]
+    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+    return f"albert_tf_pretrain_{digest}"
 
 
 class PretrainingTrainer:
@@ -60,6 +84,16 @@ class PretrainingTrainer:
         self.strategy = strategy or tf.distribute.get_strategy()
         self.num_replicas = self.strategy.num_replicas_in_sync
         options.validate(self.num_replicas)
+        if options.data_service and num_workers(self.strategy) > 1:
+            # Every worker must read the same global batch (see
+            # PretrainingSteps.distribute); a service job hands each batch to
+            # one reader only.
+            raise ValueError(
+                "--data_service feeds one training process; with several workers "
+                "(--strategy=multi_worker_mirrored) each must read the same global "
+                "batch, which a tf.data service job does not give. Drop --data_service "
+                "or train in one process."
+            )
         # "auto" resumes in the precision the run started with (the record
         # holds the resolved one), whatever machine it resumes on.
         previous = run_record.read_run_record(options.model_dir)
@@ -94,7 +128,8 @@ class PretrainingTrainer:
             self.steps = PretrainingSteps(self.model, optimizer, self.strategy, options)
         # A plain iterator over global batches: checkpointable (a
         # DistributedIterator is not), and identical on every worker, so the
-        # chief's saved position is right for all of them.
+        # chief's saved position is right for all of them. With a tf.data
+        # service the global batches come from the service, one per request.
         self._train_iterator = iter(
             pretraining_dataset(
                 options.train_files,
@@ -102,10 +137,19 @@ class PretrainingTrainer:
                 max_seq_length=options.max_seq_length,
                 max_predictions_per_seq=options.max_predictions_per_seq,
                 seed=options.seed,
+                tokens_per_batch=options.micro_batch_tokens,
+                batch_size_multiple=self.num_replicas,
+                data_service=options.data_service,
+                data_service_mode=options.data_service_mode,
+                job_name=data_service_job_name(options) if options.data_service else None,
             )
         )
+        # A service iterator cannot be saved: its run resumes with the
+        # service's next batches instead of at the same input position.
         self.checkpoint = checkpoint_layout.training_checkpoint(
-            self.model, self.optimizer, self._train_iterator
+            self.model,
+            self.optimizer,
+            None if options.data_service else self._train_iterator,
         )
         self.manager = tf.train.CheckpointManager(
             self.checkpoint,
@@ -132,7 +176,11 @@ class PretrainingTrainer:
         batches = [
             next(self._train_iterator) for _ in range(self.options.gradient_accumulation_steps)
         ]
-        return self.steps.train(batches)
+        sums = self.steps.train(batches)
+        # Counted, not assumed: token-budget batches vary in size.
+        sums["examples"] = float(sum(int(f["padding_mask"].shape[0]) for f, _ in batches))
+        sums["tokens"] = float(sum(int(tf.reduce_sum(f["padding_mask"])) for f, _ in batches))
+        return sums
 
     # ------------------------------------------------------------------ loops
     def restore(self) -> int:
@@ -145,7 +193,11 @@ class PretrainingTrainer:
             )
         )
         if latest:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            checkpoint = self.checkpoint
+            if not checkpoint_layout.holds_input_position(latest) and not self.options.data_service:
+                # Written by a --data_service run: the input starts afresh.
+                checkpoint = checkpoint_layout.training_checkpoint(self.model, self.optimizer)
+            checkpoint.restore(latest).assert_existing_objects_matched()
         return self.step
 
     def train(self, log=print) -> dict[str, float]:
@@ -184,7 +236,8 @@ class PretrainingTrainer:
                 elapsed = time.perf_counter() - window_start
                 last = summarize(window)
                 last["grad_norm"] = window["grad_norm"] / window_steps
-                last["examples_per_second"] = window_steps * options.train_batch_size / elapsed
+                last["examples_per_second"] = window["examples"] / elapsed
+                last["tokens_per_second"] = window["tokens"] / elapsed
                 last["learning_rate"] = float(self.optimizer.learning_rate)
                 self.metrics.write("train", last, step)
                 bar.set_postfix(

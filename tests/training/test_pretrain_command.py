@@ -135,6 +135,16 @@ def test_batch_not_divisible_by_accumulation_is_explained(prepared, tmp_path):
     assert "not divisible" in result.stderr and "multiple of 4" in result.stderr
 
 
+def test_token_budget_below_one_full_example_is_explained(prepared, tmp_path):
+    result = _run(
+        _command(prepared, tmp_path / "m", "--num_train_steps=3", "--tokens_per_batch=16")
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("pretrain: error: tokens_per_batch=16 cannot hold"), last
+    assert "--tokens_per_batch to at least 32" in last
+
+
 def test_missing_corpus_is_named(tmp_path):
     result = _run(
         [

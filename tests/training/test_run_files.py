@@ -10,6 +10,7 @@ from testing_utils import tiny_config
 from albert_tf.training.metrics_log import METRICS_FILE, MetricsLog
 from albert_tf.training.options import PretrainingOptions
 from albert_tf.training.run_record import (
+    OPTIONAL_OPTIONS,
     RESUMABLE_OPTIONS,
     RUN_FILE,
     check_compatible,
@@ -35,8 +36,11 @@ def test_run_record_leaves_out_exactly_the_resumable_options(tmp_path):
     options = PretrainingOptions(str(tmp_path), "train-*")
     record = run_record(CONFIG, options)
     every = {f.name for f in dataclasses.fields(PretrainingOptions)}
-    assert set(record["options"]) == every - set(RESUMABLE_OPTIONS)
+    # Options left unset that older records lack are left out too.
+    assert set(record["options"]) == every - set(RESUMABLE_OPTIONS) - set(OPTIONAL_OPTIONS)
     assert record["options"]["seed"] == 12345
+    budget = run_record(CONFIG, dataclasses.replace(options, tokens_per_batch=8192))
+    assert budget["options"]["tokens_per_batch"] == 8192
     assert record["albert_config"]["hidden_size"] == 16
 
 
