@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "create_pretraining_data": "write unmasked MLM + SOP/NSP pretraining shards",
     "build_corpus": "build the offline `albert_corpus` tensorflow-datasets dataset",
     "pretrain": "pretrain ALBERT with MLM + SOP (corpus to final model)",
+    "data_service": "run a tf.data service dispatcher or worker that feeds pretrain",
     "evaluate_pretraining": "score a pretrained model on held-out shards",
     "finetune": "fine-tune for multiple choice",
     "export": "export a fine-tuned model as a raw-text SavedModel for TF Serving",

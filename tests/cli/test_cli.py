@@ -88,6 +88,11 @@ def test_console_script_runs():
             "/nonexistent",
         ),
         (["albert_tf.data.build_corpus"], "build_corpus", "--manual_dir is required"),
+        (
+            ["albert_tf.data_service", "--port=0"],
+            "data_service",
+            "exactly one of --dispatcher or --worker",
+        ),
     ],
 )
 def test_user_errors_end_in_one_line_and_exit_code_2(args, command, needle):
