@@ -12,6 +12,11 @@ Example (the embedded English sample, a trained tokenizer)::
 Any tensorflow-datasets dataset with a text feature works too
 (``--tfds_name=albert_corpus --tfds_data_dir=...`` for local files built
 offline, see `albert_tf.data.tfds_corpus`).
+
+Memory does not grow with the corpus: the input is cut into tasks of
+``--task_bytes`` (or tfds slices), each streamed one pool of documents at a
+time. The same command run again after an interruption redoes only the tasks
+that had not finished.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from absl import flags
 
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
-from albert_tf.data.examples import SENTENCE_TASKS
+from albert_tf.data.examples import PACKINGS, SENTENCE_TASKS
+from albert_tf.data.tasks import POOL_BYTES, TASK_BYTES
 
 _INPUT = flags.DEFINE_list(
     "input",
@@ -41,6 +47,25 @@ _MAX_SEQ_LENGTH = flags.DEFINE_integer("max_seq_length", 512, "Tokens per exampl
 _SENTENCE_TASK = flags.DEFINE_enum(
     "sentence_task", "sop", list(SENTENCE_TASKS), "Sentence-level task."
 )
+_PACKING = flags.DEFINE_enum(
+    "packing",
+    "doc_sentences",
+    list(PACKINGS),
+    "With --sentence_task=none: fill each input within one document (doc_sentences) "
+    "or run on across documents with a [SEP] between them (full_sentences), as RoBERTa.",
+)
+_TASK_BYTES = flags.DEFINE_integer(
+    "task_bytes",
+    TASK_BYTES,
+    "Bytes of an uncompressed input file per task (the unit of parallel work and of "
+    "resumption); a multiple of --pool_bytes. Memory does not depend on it.",
+)
+_POOL_BYTES = flags.DEFINE_integer(
+    "pool_bytes",
+    POOL_BYTES,
+    "Documents starting in the same this-many bytes of a file form a pool: NSP's "
+    "random other documents and full_sentences packing stay inside it.",
+)
 _SHORT_SEQ_PROB = flags.DEFINE_float(
     "short_seq_prob", 0.1, "Probability of a shorter random target length."
 )
@@ -50,7 +75,7 @@ _DUPE_FACTOR = flags.DEFINE_integer(
 _NUM_SHARDS = flags.DEFINE_integer("num_shards", 16, "Output TFRecord files.")
 _SEED = flags.DEFINE_integer("seed", 12345, "Random seed.")
 _NUM_WORKERS = flags.DEFINE_integer(
-    "num_workers", 1, "Processes (parallel over input files / tfds sub-splits)."
+    "num_workers", 1, "Processes (parallel over tasks: byte ranges of files, tfds slices)."
 )
 _CHINESE_SEGMENTER = flags.DEFINE_enum(
     "chinese_wwm_segmenter",
@@ -75,12 +100,15 @@ def main() -> None:
         tfds_text_key=_TFDS_TEXT_KEY.value,
         max_seq_length=_MAX_SEQ_LENGTH.value,
         sentence_task=_SENTENCE_TASK.value,
+        packing=_PACKING.value,
         short_seq_prob=_SHORT_SEQ_PROB.value,
         dupe_factor=_DUPE_FACTOR.value,
         num_shards=_NUM_SHARDS.value,
         seed=_SEED.value,
         num_workers=_NUM_WORKERS.value,
         chinese_segmenter=_CHINESE_SEGMENTER.value,
+        task_bytes=_TASK_BYTES.value,
+        pool_bytes=_POOL_BYTES.value,
     )
 
 

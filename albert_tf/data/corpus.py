@@ -49,6 +49,7 @@ import gzip
 import json
 import os
 import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO
 
@@ -203,29 +204,69 @@ def detect_format(path: str) -> str:
     return "text"
 
 
-def _lines(fh: BinaryIO, stats: ReadStats, max_line_bytes: int) -> Iterator[str | None]:
-    """Decoded lines; None stands for a skipped line (already counted).
+class _Lines:
+    """Iterates ``(offset, line, skip_reason)`` over the physical lines of ``fh``.
 
-    Reading with a size limit keeps one enormous line from exhausting memory.
+    ``line`` is None for a skipped line and ``skip_reason`` says why; the caller
+    counts it (a line it does not own is not counted). Reading with a size
+    limit keeps one enormous line from exhausting memory. ``offset`` is where
+    reading has got to, for error messages.
     """
-    while True:
-        raw = fh.readline(max_line_bytes + 1)
-        if not raw:
-            return
-        if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
-            # Drain the rest of the over-long line.
-            while True:
-                more = fh.readline(1 << 20)
-                if not more or more.endswith(b"\n"):
-                    break
-            stats.skip("line_too_long")
-            yield None
-            continue
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError:
-            stats.skip("invalid_utf8")
-            yield None
+
+    def __init__(self, fh: BinaryIO, max_line_bytes: int, offset: int = 0) -> None:
+        self.fh, self.max_line_bytes, self.offset = fh, max_line_bytes, offset
+
+    def __iter__(self) -> Iterator[tuple[int, str | None, str | None]]:
+        fh = self.fh
+        while True:
+            raw = fh.readline(self.max_line_bytes + 1)
+            if not raw:
+                return
+            at = self.offset
+            self.offset += len(raw)
+            if len(raw) > self.max_line_bytes and not raw.endswith(b"\n"):
+                # Drain the rest of the over-long line without holding it.
+                while True:
+                    more = fh.readline(1 << 20)
+                    self.offset += len(more)
+                    if not more or more.endswith(b"\n"):
+                        break
+                yield at, None, "line_too_long"
+                continue
+            try:
+                yield at, raw.decode("utf-8"), None
+            except UnicodeDecodeError:
+                yield at, None, "invalid_utf8"
+
+
+def _skip_to_line_start(fh: BinaryIO, start: int) -> int:
+    """Seeks to the first line that starts at or after ``start``; returns it."""
+    if start == 0:
+        fh.seek(0)
+        return 0
+    fh.seek(start - 1)
+    while True:  # bounded reads: the line may be enormous
+        chunk = fh.readline(1 << 20)
+        if not chunk or chunk.endswith(b"\n"):
+            return fh.tell()
+
+
+def _previous_line_is_blank(fh: BinaryIO, position: int, window: int = 4096) -> bool:
+    """Whether the line ending just before ``position`` (a line start) is blank,
+    by the same rule the text reader applies (a skipped line is not blank)."""
+    if position == 0:
+        return True
+    back = min(position, window)
+    fh.seek(position - back)
+    body = fh.read(back)[:-1]  # without the newline that ends the line
+    cut = body.rfind(b"\n")
+    if cut < 0 and position - back > 0:
+        return False  # longer than the window: not a blank line
+    fh.seek(position)
+    try:
+        return not body[cut + 1 :].decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return False
 
 
 def clean_sentences(
@@ -263,6 +304,11 @@ def _emit(doc: list[str], stats: ReadStats) -> Iterator[Document]:
         stats.skip("empty_document")
 
 
+#: A document and its position in its source: the byte offset where it starts
+#: (in the uncompressed stream), or its example index in a tfds split.
+LocatedDocument = tuple[int, Document]
+
+
 def read_documents(
     path: str,
     *,
@@ -286,6 +332,44 @@ def read_documents(
     >>> list(read_documents(p))
     [['A one.', 'A two.'], ['B one.']]
     """
+    for _, doc in read_located_documents(
+        path,
+        stats=stats,
+        file_format=file_format,
+        max_line_bytes=max_line_bytes,
+        max_sentence_chars=max_sentence_chars,
+    ):
+        yield doc
+
+
+def read_located_documents(
+    path: str,
+    *,
+    start: int = 0,
+    end: int | None = None,
+    stats: ReadStats | None = None,
+    file_format: str = "auto",
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    max_sentence_chars: int = DEFAULT_MAX_SENTENCE_CHARS,
+) -> Iterator[LocatedDocument]:
+    """``(offset, document)`` for the documents that *start* in bytes
+    ``[start, end)`` of ``path``; a document that starts inside the range is
+    read to its end, past ``end`` if need be.
+
+    Byte ranges let one huge file be read as many bounded tasks that together
+    read every document exactly once, whatever the cut points (a cut inside a
+    line or a document is fine). Ranges need an uncompressed file; a
+    compressed one is read whole (``start=0``, ``end=None``), with offsets
+    counted in its uncompressed stream. Memory stays bounded by one document.
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp(); p = os.path.join(d, "c.txt")
+    >>> _ = open(p, "w").write("A one.\\nA two.\\n\\nB one.\\n")
+    >>> list(read_located_documents(p, start=0, end=3))
+    [(0, ['A one.', 'A two.'])]
+    >>> list(read_located_documents(p, start=3))
+    [(15, ['B one.'])]
+    """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"input file not found: {path}")
     stats = stats if stats is not None else ReadStats()
@@ -295,35 +379,89 @@ def read_documents(
         raise ValueError(f"file_format must be 'text', 'jsonl' or 'auto', got {file_format!r}")
     clean = dict(max_sentence_chars=max_sentence_chars)
     with open_binary(path) as fh:
-        if file_format == "text":
-            doc: list[str] = []
-            for line in _lines(fh, stats, max_line_bytes):
-                if line is None:
-                    continue
-                if not line.strip():
-                    # A blank line ends a document; runs of blank lines are one
-                    # separator, so nothing is lost.
-                    if doc:
-                        yield from _emit(doc, stats)
-                    doc = []
-                    continue
-                doc.extend(clean_sentences([line], stats, **clean))
-            if doc:
-                yield from _emit(doc, stats)
-        else:
-            for line in _lines(fh, stats, max_line_bytes):
-                if line is None or not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    stats.skip("invalid_json")
-                    continue
-                sentences = _record_sentences(record)
-                if sentences is None:
-                    stats.skip("invalid_record")
-                    continue
-                yield from _emit(clean_sentences(sentences, stats, **clean), stats)
+        compressed = isinstance(fh, gzip.GzipFile)
+        if compressed and (start or end is not None):
+            raise ValueError(f"{path} is compressed: it can only be read whole, not by byte range")
+        position = _skip_to_line_start(fh, start)
+        lines = _Lines(fh, max_line_bytes, position)
+        try:
+            if file_format == "text":
+                after_blank = _previous_line_is_blank(fh, position)
+                yield from _text_documents(lines, after_blank, end, stats, clean)
+            else:
+                yield from _jsonl_documents(lines, end, stats, clean)
+        except (EOFError, OSError, zlib.error) as e:
+            if not compressed:
+                raise
+            raise ValueError(
+                f"{path}: the compressed data is truncated or damaged after "
+                f"{lines.offset:,} uncompressed bytes ({e}). Check it with "
+                "`gzip -t`, re-create it, or leave it out of the inputs."
+            ) from e
+
+
+def _text_documents(
+    lines: _Lines,
+    after_blank: bool,
+    end: int | None,
+    stats: ReadStats,
+    clean: dict,
+) -> Iterator[LocatedDocument]:
+    """BERT's format: a document starts at a non-blank line after a blank one
+    (or at the file's first line); runs of blank lines are one separator."""
+    doc: list[str] = []
+    doc_at: int | None = None  # None: in the tail of a document an earlier range owns
+    for at, line, reason in lines:
+        if line is not None and not line.strip():
+            if doc_at is not None and doc:
+                yield from _emit_at(doc_at, doc, stats)
+            doc, doc_at, after_blank = [], None, True
+            continue
+        if after_blank:  # a document starts here
+            if end is not None and at >= end:
+                return
+            doc_at, doc = at, []
+        after_blank = False
+        if doc_at is None:
+            continue
+        if line is None:
+            stats.skip(reason or "unreadable_line")
+            continue
+        doc.extend(clean_sentences([line], stats, **clean))
+    if doc_at is not None and doc:
+        yield from _emit_at(doc_at, doc, stats)
+
+
+def _jsonl_documents(
+    lines: _Lines,
+    end: int | None,
+    stats: ReadStats,
+    clean: dict,
+) -> Iterator[LocatedDocument]:
+    """One document per line."""
+    for at, line, reason in lines:
+        if end is not None and at >= end:
+            return
+        if line is None:
+            stats.skip(reason or "unreadable_line")
+            continue
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            stats.skip("invalid_json")
+            continue
+        sentences = _record_sentences(record)
+        if sentences is None:
+            stats.skip("invalid_record")
+            continue
+        yield from _emit_at(at, clean_sentences(sentences, stats, **clean), stats)
+
+
+def _emit_at(at: int, doc: list[str], stats: ReadStats) -> Iterator[LocatedDocument]:
+    for document in _emit(doc, stats):
+        yield at, document
 
 
 def _record_sentences(record: object) -> list[str] | None:
@@ -388,18 +526,28 @@ def find_text_feature(features) -> str:
     raise ValueError(f"dataset has no top-level Text feature (features: {list(features)})")
 
 
-def tfds_documents(
+def tfds_documents(name: str, **kwargs) -> Iterator[Document]:
+    """Documents from any tensorflow-datasets dataset with a text feature
+    (`tfds_located_documents` without the positions)."""
+    for _, document in tfds_located_documents(name, **kwargs):
+        yield document
+
+
+def tfds_located_documents(
     name: str,
     *,
     split: str = "train",
+    first_index: int = 0,
     data_dir: str | None = None,
     text_key: str | None = None,
     splitter: Callable[[str], list[str]] | None = None,
     stats: ReadStats | None = None,
     max_sentence_chars: int = DEFAULT_MAX_SENTENCE_CHARS,
     download: bool = False,
-) -> Iterator[Document]:
-    """Documents from any tensorflow-datasets dataset with a text feature.
+) -> Iterator[LocatedDocument]:
+    """``(index, document)`` from any tensorflow-datasets dataset with a text
+    feature; ``index`` counts examples from ``first_index`` (the position of
+    ``split``'s first example in its parent split, for a sub-split).
 
     Each example's text becomes one document, split into sentences with
     ``splitter`` (default: `split_sentences`; `split_lines` for the
@@ -409,6 +557,7 @@ def tfds_documents(
     Args:
       name: tfds name, e.g. ``"albert_corpus"`` or ``"wikipedia/20230601.en"``.
       split: a tfds split expression (``"train[:10%]"`` works).
+      first_index: the index of the split's first example.
       data_dir: tfds data directory.
       text_key: the text feature; default: `find_text_feature`.
       download: let tfds download/prepare (default: offline, must be built).
@@ -422,11 +571,16 @@ def tfds_documents(
     builder = tfds.builder(name, data_dir=data_dir)
     if download:
         builder.download_and_prepare()
-    key = text_key or find_text_feature(builder.info.features)
+    try:
+        key = text_key or find_text_feature(builder.info.features)
+    except ValueError as e:
+        raise ValueError(
+            f"tfds dataset {name!r}: {e}; pass the feature that holds the text (--tfds_text_key)"
+        ) from None
     if splitter is None:
         splitter = split_lines if builder.name == "albert_corpus" else split_sentences
     ds = builder.as_dataset(split=split, shuffle_files=False)
-    for example in tfds.as_numpy(ds):
+    for index, example in enumerate(tfds.as_numpy(ds), start=first_index):
         raw = example[key]
         try:
             text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
@@ -439,4 +593,4 @@ def tfds_documents(
             max_sentence_chars=max_sentence_chars,
             count_empty=False,
         )
-        yield from _emit(sentences, stats)
+        yield from _emit_at(index, sentences, stats)

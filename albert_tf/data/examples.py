@@ -43,6 +43,10 @@ from collections.abc import Iterable, Sequence
 #: or none (single segments). The one definition; the trainer and the CLIs
 #: import it from here.
 SENTENCE_TASKS = ("sop", "nsp", "none")
+#: How single segments (``sentence_task="none"``) are filled, after RoBERTa
+#: (Liu et al. 2019, section 4.2): DOC-SENTENCES stop at the end of a document;
+#: FULL-SENTENCES run on into the next one, with a [SEP] between documents.
+PACKINGS = ("doc_sentences", "full_sentences")
 
 
 @dataclasses.dataclass
@@ -168,6 +172,53 @@ def create_examples_from_document(
                 examples.append(PretrainingExample(ids, segs, label))
             chunk, chunk_len = [], 0
         i += 1
+    return examples
+
+
+def create_full_sentence_examples(
+    documents: Sequence[Sequence[Sequence[int]]],
+    *,
+    max_seq_length: int,
+    cls_id: int,
+    sep_id: int,
+) -> list[PretrainingExample]:
+    """RoBERTa's FULL-SENTENCES inputs from consecutive ``documents``.
+
+    Single segments ``[CLS] ... [SEP]`` filled with whole sentences in order,
+    crossing document boundaries with an extra [SEP] between two documents; a
+    sentence longer than a whole input is cut to fit. No randomness: what
+    differs between passes is the dynamic masking.
+
+    >>> docs = [[[10, 11], [12]], [[20, 21, 22]]]
+    >>> [e.token_ids for e in create_full_sentence_examples(
+    ...     docs, max_seq_length=9, cls_id=2, sep_id=3)]
+    [[2, 10, 11, 12, 3, 20, 21, 22, 3]]
+    >>> [e.token_ids for e in create_full_sentence_examples(
+    ...     docs, max_seq_length=7, cls_id=2, sep_id=3)]
+    [[2, 10, 11, 12, 3], [2, 20, 21, 22, 3]]
+    """
+    max_num_tokens = max_seq_length - 2
+    examples: list[PretrainingExample] = []
+    current: list[int] = []
+
+    def flush() -> None:
+        while current and current[-1] == sep_id:
+            current.pop()  # a boundary separator does not end an input
+        if current:
+            ids, segs = pack_pair(current[:max_num_tokens], [], cls_id, sep_id)
+            examples.append(PretrainingExample(ids, segs, 0))
+        current.clear()
+
+    for d, document in enumerate(documents):
+        if d and current:
+            current.append(sep_id)
+        for sentence in document:
+            if current and len(current) + len(sentence) > max_num_tokens:
+                flush()
+            current.extend(sentence)
+            if len(current) >= max_num_tokens:
+                flush()
+    flush()
     return examples
 
 

@@ -1,12 +1,14 @@
-"""Writing sharded TFRecords of unmasked pretraining pairs, in parallel over inputs.
+"""Writing sharded TFRecords of unmasked pretraining pairs, at any corpus size.
 
-`write_pretraining_data` splits the work into one `InputTask` per input file
-(or per even tfds sub-split). A `ShardWriter`, given the tokenizer explicitly,
-turns one task into examples (`albert_tf.data.examples`) spread over one part
-file per shard; the parts are then concatenated into
-``pretrain-00000-of-000NN.tfrecord`` shards next to ``metadata.json`` and
-``masking_vocab.json``. Tasks run in this process or, one `ShardWriter` per
-worker, in a pool of spawned processes.
+`write_pretraining_data` plans many bounded `InputTask`s
+(`albert_tf.data.tasks`: byte ranges of files, slices of tfds splits). A
+`ShardWriter`, given the tokenizer explicitly, streams one task a pool of
+documents at a time into examples (`albert_tf.data.examples`) spread over one
+part file per shard, then marks the task done; the parts are concatenated into
+``pretrain-00000-of-000NN.tfrecord`` shards, then ``masking_vocab.json`` and,
+last, ``metadata.json`` are written. Tasks run in this process, in a pool of
+spawned processes, or as a Beam pipeline (`albert_tf.data.beam_pipeline`).
+Memory is bounded by one pool and one shuffle window per process.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import concurrent.futures
 import concurrent.futures.process
 import dataclasses
 import glob
+import hashlib
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -23,18 +27,28 @@ import random
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from albert_tf.data.chinese_wwm import get_segmenter, word_continuation
-from albert_tf.data.corpus import Document, ReadStats, read_documents
+from albert_tf.data.corpus import LocatedDocument, ReadStats
 from albert_tf.data.examples import (
+    PACKINGS,
     SENTENCE_TASKS,
     PretrainingExample,
     create_examples_from_document,
+    create_full_sentence_examples,
     serialize_example,
 )
 from albert_tf.data.inputs import resolve_inputs
+from albert_tf.data.tasks import (
+    POOL_BYTES,
+    TASK_BYTES,
+    InputTask,
+    document_rng,
+    plan_file_tasks,
+    plan_tfds_tasks,
+)
 
 if TYPE_CHECKING:
     from albert_tf.tokenizers.base import Tokenizer
@@ -69,6 +83,8 @@ class WriteSummary:
     notes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     shards: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    tasks: int = 0
+    resumed_tasks: int = 0
 
     def merge(self, other: WriteSummary) -> None:
         """Adds the counts of one task."""
@@ -79,6 +95,28 @@ class WriteSummary:
         self.skipped.update(other.skipped)
         self.notes.update(other.notes)
 
+    def to_state(self) -> dict:
+        """The counts of one task, for its done marker (`from_state` reads it)."""
+        return {
+            "documents": self.documents,
+            "sentences": self.sentences,
+            "examples": self.examples,
+            "label_counts": {str(k): v for k, v in self.label_counts.items()},
+            "skipped": dict(self.skipped),
+            "notes": dict(self.notes),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> WriteSummary:
+        return cls(
+            documents=state["documents"],
+            sentences=state["sentences"],
+            examples=state["examples"],
+            label_counts=collections.Counter({int(k): v for k, v in state["label_counts"].items()}),
+            skipped=collections.Counter(state["skipped"]),
+            notes=collections.Counter(state["notes"]),
+        )
+
     def to_dict(self) -> dict:
         return {
             "documents": self.documents,
@@ -88,6 +126,8 @@ class WriteSummary:
             "skipped": dict(sorted(self.skipped.items())),
             "notes": dict(sorted(self.notes.items())),
             "num_shards": len(self.shards),
+            "tasks": self.tasks,
+            "resumed_tasks": self.resumed_tasks,
             "seconds": round(self.seconds, 2),
         }
 
@@ -103,33 +143,10 @@ class WriteSummary:
         else:
             lines.append("skipped: none")
         lines += [f"note ({k}): {v}" for k, v in sorted(self.notes.items())]
+        if self.resumed_tasks:
+            lines.append(f"resumed: {self.resumed_tasks} of {self.tasks} tasks were done before")
         lines.append(f"time: {self.seconds:.1f}s")
         return "\n".join(lines)
-
-
-@dataclasses.dataclass(frozen=True)
-class InputTask:
-    """One unit of parallel work: an input file or a tfds split expression."""
-
-    index: int
-    kind: str  # "file" or "tfds"
-    source: str  # path, or tfds split expression
-    tfds_name: str | None = None
-    tfds_data_dir: str | None = None
-    tfds_text_key: str | None = None
-
-    def documents(self, stats: ReadStats) -> Iterator[Document]:
-        if self.kind == "file":
-            return read_documents(self.source, stats=stats)
-        from albert_tf.data.corpus import tfds_documents
-
-        return tfds_documents(
-            self.tfds_name,
-            split=self.source,
-            data_dir=self.tfds_data_dir,
-            text_key=self.tfds_text_key,
-            stats=stats,
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,22 +160,28 @@ class ShardOptions:
     dupe_factor: int
     seed: int
     segmenter: object = None  # "jieba", a picklable callable, or None
-    shuffle_buffer: int = 100_000
+    packing: str = "doc_sentences"
+    #: Examples are shuffled in windows of this many serialized bytes before
+    #: being spread over shards (bounded, unlike a window counted in examples).
+    shuffle_buffer_bytes: int = 32 << 20
 
 
 class ShardWriter:
-    """Turns one `InputTask` into examples in per-shard part files.
+    """Turns one `InputTask` into examples, streaming one pool at a time.
 
-    Part ``{shard:05d}.{task:06d}`` in ``parts_dir`` holds task's examples for
-    that shard; `write_pretraining_data` concatenates them in task order.
-    ``progress`` is called with the number of documents tokenized so far.
+    `examples` yields a task's serialized examples: memory holds one pool of
+    tokenized documents (all ``dupe_factor`` passes are made from it before
+    the next pool is read), so it does not grow with the input. `write` puts
+    them, shuffled in a bounded window, into one part file per shard,
+    ``{shard:05d}.{task:06d}`` in ``parts_dir``. ``progress`` is called with
+    the number of documents tokenized so far.
     """
 
     def __init__(
         self,
         tokenizer: Tokenizer,
         options: ShardOptions,
-        parts_dir: str,
+        parts_dir: str | None = None,
         progress: Callable[[int], None] | None = None,
     ) -> None:
         self.tokenizer = tokenizer
@@ -167,50 +190,116 @@ class ShardWriter:
         self.progress = progress
         self.segment = get_segmenter(options.segmenter) if options.segmenter is not None else None
 
-    def write(self, task: InputTask) -> WriteSummary:
-        """Reads, tokenizes and writes one task; returns its counts."""
+    def examples(self, task: InputTask, summary: WriteSummary) -> Iterator[bytes]:
+        """The task's serialized examples, in a deterministic order; fills
+        ``summary`` with its counts once exhausted."""
+        opts = self.options
         stats = ReadStats()
-        documents = self.tokenize_documents(task.documents(stats), stats)
         notes: collections.Counter = collections.Counter()
-        written, labels = self.write_examples(documents, task.index, notes)
+        for _, pool in itertools.groupby(task.documents(stats), key=lambda d: task.pool_of(d[0])):
+            positions, documents = self._tokenize_pool(list(pool), stats)
+            for dupe_pass in range(opts.dupe_factor):
+                for ex in self._pool_examples(task, positions, documents, dupe_pass, notes):
+                    summary.label_counts[ex.sentence_order_label] += 1
+                    summary.examples += 1
+                    yield serialize_example(_split_flag(ex) if self.segment is not None else ex)
         skipped = collections.Counter(stats.skipped)
         # A one-sentence document is skipped input; the rest are informational.
-        skipped["one_sentence_document"] += notes.pop("one_sentence_document", 0)
-        skipped = collections.Counter({k: v for k, v in skipped.items() if v})
-        # Each dupe pass counts the same skipped documents again; report once.
-        if self.options.dupe_factor > 1 and skipped["one_sentence_document"]:
-            skipped["one_sentence_document"] //= self.options.dupe_factor
-        return WriteSummary(
-            documents=stats.documents,
-            sentences=stats.sentences,
-            examples=written,
-            label_counts=labels,
-            skipped=skipped,
-            notes=notes,
+        # Each dupe pass meets the same one-sentence documents again: count once.
+        skipped["one_sentence_document"] += (
+            notes.pop("one_sentence_document", 0) // opts.dupe_factor
         )
+        summary.documents += stats.documents
+        summary.sentences += stats.sentences
+        summary.skipped.update({k: v for k, v in skipped.items() if v})
+        summary.notes.update(notes)
 
-    def tokenize_documents(
-        self, documents: Iterable[Document], stats: ReadStats
-    ) -> list[list[list[int]]]:
-        """Documents as lists of sentence ids, tokenized in batches of sentences."""
-        out: list[list[list[int]]] = []
-        batch: list[Document] = []
-        batch_sentences = 0
-        for doc in documents:
-            batch.append(doc)
-            batch_sentences += len(doc)
-            if batch_sentences >= _TOKENIZE_BATCH_SENTENCES:
-                out += self._tokenize_batch(batch, stats)
-                batch, batch_sentences = [], 0
+    def _pool_examples(
+        self,
+        task: InputTask,
+        positions: list[int],
+        documents: list[list[list[int]]],
+        dupe_pass: int,
+        notes: collections.Counter,
+    ) -> Iterator[PretrainingExample]:
+        opts = self.options
+        common = dict(
+            max_seq_length=opts.max_seq_length,
+            cls_id=self.tokenizer.cls_id,
+            sep_id=self.tokenizer.sep_id,
+        )
+        if opts.packing == "full_sentences":
+            # The same inputs in every pass: what differs is the dynamic masking.
+            yield from create_full_sentence_examples(documents, **common)
+            return
+        for i, position in enumerate(positions):
+            yield from create_examples_from_document(
+                documents,
+                i,
+                rng=document_rng(opts.seed, task.name, position, dupe_pass),
+                sentence_task=opts.sentence_task,
+                short_seq_prob=opts.short_seq_prob,
+                stats=notes,
+                **common,
+            )
+
+    def write(self, task: InputTask) -> WriteSummary:
+        """Writes one task's part files; returns its counts."""
+        import tensorflow as tf
+
+        assert self.parts_dir is not None, "write() needs a parts_dir"
+        opts = self.options
+        summary = WriteSummary()
+        # Seeded by the task's identity: the same command writes the same parts.
+        rng = random.Random(f"{opts.seed}|shards|{task.name}|{task.start}")
+        writers = [
+            tf.io.TFRecordWriter(os.path.join(self.parts_dir, f"{s:05d}.{task.index:06d}"))
+            for s in range(opts.num_shards)
+        ]
+        buffer: list[bytes] = []
+        size = 0
+        try:
+            for record in self.examples(task, summary):
+                buffer.append(record)
+                size += len(record)
+                if size >= opts.shuffle_buffer_bytes:
+                    _shuffle_out(buffer, writers, rng)
+                    size = 0
+            _shuffle_out(buffer, writers, rng)
+        finally:
+            for w in writers:
+                w.close()
+        return summary
+
+    def _tokenize_pool(
+        self, pool: list[LocatedDocument], stats: ReadStats
+    ) -> tuple[list[int], list[list[list[int]]]]:
+        """Positions and sentence ids of a pool's documents (those left
+        non-empty by tokenization), tokenized in bounded batches."""
+        positions: list[int] = []
+        documents: list[list[list[int]]] = []
+        batch: list[LocatedDocument] = []
+        count = 0
+        for item in pool:
+            batch.append(item)
+            count += len(item[1])
+            if count >= _TOKENIZE_BATCH_SENTENCES:
+                self._tokenize_batch(batch, stats, positions, documents)
+                batch, count = [], 0
         if batch:
-            out += self._tokenize_batch(batch, stats)
-        return out
+            self._tokenize_batch(batch, stats, positions, documents)
+        return positions, documents
 
-    def _tokenize_batch(self, batch: list[Document], stats: ReadStats) -> list[list[list[int]]]:
-        ids = self._sentence_ids([s for d in batch for s in d])
-        out: list[list[list[int]]] = []
+    def _tokenize_batch(
+        self,
+        batch: list[LocatedDocument],
+        stats: ReadStats,
+        positions: list[int],
+        documents: list[list[list[int]]],
+    ) -> None:
+        ids = self._sentence_ids([s for _, d in batch for s in d])
         k = 0
-        for d in batch:
+        for position, d in batch:
             doc = []
             for _ in d:
                 if ids[k]:
@@ -219,12 +308,12 @@ class ShardWriter:
                     stats.skip("empty_after_tokenization")
                 k += 1
             if doc:
-                out.append(doc)
+                positions.append(position)
+                documents.append(doc)
             else:
                 stats.skip("empty_document")
         if self.progress is not None:
             self.progress(len(batch))
-        return out
 
     def _sentence_ids(self, sentences: list[str]) -> list[list[int]]:
         """Piece ids per sentence; with a segmenter, word continuation rides
@@ -240,60 +329,35 @@ class ShardWriter:
                 ids[j] = [t + _CONTINUES_BIT * f for t, f in zip(ids[j], flags, strict=True)]
         return ids
 
-    def write_examples(
-        self,
-        documents: Sequence[Sequence[Sequence[int]]],
-        task_index: int,
-        notes: collections.Counter,
-    ) -> tuple[int, collections.Counter]:
-        """Builds ``dupe_factor`` passes of examples and writes them to the
-        task's part files. Returns (examples written, counts by label)."""
-        import tensorflow as tf
 
-        opts = self.options
-        # Seeded per task, so the output does not depend on which worker ran it.
-        rng = random.Random(opts.seed * 1_000_003 + task_index)
-        writers = [
-            tf.io.TFRecordWriter(os.path.join(self.parts_dir, f"{s:05d}.{task_index:06d}"))
-            for s in range(opts.num_shards)
-        ]
-        labels: collections.Counter = collections.Counter()
-        buffer: list[PretrainingExample] = []
-        written = 0
-        try:
-            for _ in range(opts.dupe_factor):
-                for doc_index in range(len(documents)):
-                    for ex in create_examples_from_document(
-                        documents,
-                        doc_index,
-                        max_seq_length=opts.max_seq_length,
-                        cls_id=self.tokenizer.cls_id,
-                        sep_id=self.tokenizer.sep_id,
-                        rng=rng,
-                        sentence_task=opts.sentence_task,
-                        short_seq_prob=opts.short_seq_prob,
-                        stats=notes,
-                    ):
-                        labels[ex.sentence_order_label] += 1
-                        buffer.append(_split_flag(ex) if self.segment is not None else ex)
-                    if len(buffer) >= opts.shuffle_buffer:
-                        written += _shuffle_out(buffer, writers, rng)
-            written += _shuffle_out(buffer, writers, rng)
-        finally:
-            for w in writers:
-                w.close()
-        return written, labels
-
-
-def _shuffle_out(buffer: list[PretrainingExample], writers: list, rng: random.Random) -> int:
-    """Writes and empties ``buffer``; returns how many examples it held."""
+def _shuffle_out(buffer: list[bytes], writers: list, rng: random.Random) -> None:
+    """Writes and empties ``buffer``, shuffled, each record to a random shard."""
     # Shuffle before writing so one shard does not hold one document's run.
     rng.shuffle(buffer)
-    for ex in buffer:
-        writers[rng.randrange(len(writers))].write(serialize_example(ex))
-    count = len(buffer)
+    for record in buffer:
+        writers[rng.randrange(len(writers))].write(record)
     buffer.clear()
-    return count
+
+
+def run_task(writer: ShardWriter, task: InputTask, parts_dir: str) -> WriteSummary:
+    """Writes a task's parts, then its done marker (atomically): a task with a
+    marker is complete and a resumed preparation does not redo it."""
+    summary = writer.write(task)
+    _write_json_atomic(_marker(parts_dir, task.index), summary.to_state())
+    return summary
+
+
+def _marker(parts_dir: str, index: int) -> str:
+    return os.path.join(parts_dir, f"done-{index:06d}.json")
+
+
+def _write_json_atomic(path: str, value: object) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(value, fh, indent=2)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 # One ShardWriter per worker process, built by the pool's initializer: the
@@ -310,14 +374,33 @@ def _start_worker(tokenizer_dir: str, options: ShardOptions, parts_dir: str, que
 
 def _write_in_worker(task: InputTask) -> WriteSummary:
     assert _process_writer is not None, "worker initializer did not run"
-    return _process_writer.write(task)
+    assert _process_writer.parts_dir is not None
+    return run_task(_process_writer, task, _process_writer.parts_dir)
 
 
-def _tfds_tasks(name, split, data_dir, text_key, num_workers) -> list[InputTask]:
-    import tensorflow_datasets as tfds
-
-    splits = tfds.even_splits(split, n=num_workers) if num_workers > 1 else [split]
-    return [InputTask(i, "tfds", str(s), name, data_dir, text_key) for i, s in enumerate(splits)]
+def _fingerprint(
+    tasks: list[InputTask], options: ShardOptions, tokenizer_dir: str | None
+) -> str | None:
+    """What a resumed preparation must share with the one it resumes: the
+    tasks (and the sizes and times of their files), the options and the
+    tokenizer's files. None (no resumption) for a tokenizer object."""
+    if tokenizer_dir is None:
+        return None
+    digest = hashlib.sha256()
+    for task in tasks:
+        digest.update(repr(dataclasses.astuple(task)).encode())
+        if task.kind == "file":
+            info = os.stat(task.source)
+            digest.update(f"{info.st_size}|{info.st_mtime_ns}".encode())
+    options_dict = dataclasses.asdict(options)
+    options_dict["segmenter"] = repr(options.segmenter)
+    digest.update(json.dumps(options_dict, sort_keys=True).encode())
+    for name in sorted(os.listdir(tokenizer_dir)):
+        path = os.path.join(tokenizer_dir, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as fh:
+                digest.update(name.encode() + hashlib.sha256(fh.read()).digest())
+    return digest.hexdigest()
 
 
 def write_pretraining_data(
@@ -331,28 +414,43 @@ def write_pretraining_data(
     tfds_text_key: str | None = None,
     max_seq_length: int = 512,
     sentence_task: str = "sop",
+    packing: str = "doc_sentences",
     short_seq_prob: float = 0.1,
     dupe_factor: int = 10,
     num_shards: int = 16,
     seed: int = 12345,
     num_workers: int = 1,
     chinese_segmenter: str | Callable[[str], list[str]] | None = None,
+    task_bytes: int = TASK_BYTES,
+    pool_bytes: int = POOL_BYTES,
     show_progress: bool = True,
     log: Callable[[str], None] | None = print,
 ) -> WriteSummary:
-    """Writes sharded TFRecords of unmasked pretraining pairs.
+    """Writes sharded TFRecords of unmasked pretraining pairs, in bounded memory.
 
     Inputs are local files (``inputs``: files, globs, folders or
     ``sample:en`` / ``sample:zh``, comma-separated allowed; see
     `albert_tf.data.inputs.resolve_inputs`) or a tensorflow-datasets dataset
-    (``tfds_name``). Work runs in parallel over input files (over even
-    sub-splits for tfds) in ``num_workers`` processes. Each input's examples
-    are shuffled (in windows of 100k) and spread over ``num_shards`` files
-    ``output_dir/pretrain-00000-of-000NN.tfrecord``; ``output_dir`` also gets
-    ``metadata.json`` (options and the summary) and ``masking_vocab.json``
-    (what the input pipeline needs to mask, see `MaskingVocab`).
+    (``tfds_name``). They are cut into many bounded tasks
+    (`albert_tf.data.tasks`: byte ranges of ``task_bytes``, slices of a tfds
+    split) that run in ``num_workers`` processes; each streams its documents one
+    pool (``pool_bytes``) at a time, so memory does not grow with the corpus.
+    Examples are shuffled in bounded windows and spread over ``num_shards``
+    files ``output_dir/pretrain-00000-of-000NN.tfrecord``; ``output_dir`` also
+    gets ``masking_vocab.json`` (what the input pipeline needs to mask, see
+    `MaskingVocab`) and, last, ``metadata.json`` (options and the summary),
+    whose presence says the shards are complete.
 
-    The same inputs, options and seed give byte-identical shards.
+    * The examples made from a document depend only on the seed, the
+      document's identity and the pass: any ``num_workers``, ``task_bytes``
+      or ``num_shards`` (or the Beam pipeline) gives the same multiset of
+      examples; the same call gives byte-identical shards.
+    * An interrupted call, repeated, redoes only the tasks that had not
+      finished (their done markers are in ``output_dir/.parts``).
+
+    ``sentence_task="none"`` makes single segments, filled within a document
+    (``packing="doc_sentences"``) or across documents
+    (``"full_sentences"``), as RoBERTa compared.
 
     ``chinese_segmenter`` (``"jieba"`` or a picklable ``str -> list[str]``)
     turns on Chinese whole-word masking: each example also stores which CJK
@@ -360,7 +458,7 @@ def write_pretraining_data(
 
     ``tokenizer`` is a directory `Tokenizer.load` reads (each worker loads
     it), or a `Tokenizer` object, which runs in this process only
-    (``num_workers`` is then ignored).
+    (``num_workers`` is then ignored, and an interrupted call starts over).
 
     Returns a `WriteSummary` (documents, examples, skips by reason).
 
@@ -380,6 +478,13 @@ def write_pretraining_data(
     """
     if sentence_task not in SENTENCE_TASKS:
         raise ValueError(f"sentence_task must be one of {SENTENCE_TASKS}")
+    if packing not in PACKINGS:
+        raise ValueError(f"packing must be one of {PACKINGS}, got {packing!r}")
+    if packing == "full_sentences" and sentence_task != "none":
+        raise ValueError(
+            "packing='full_sentences' crosses document boundaries, so it makes single "
+            "segments: use it with sentence_task='none' (--sentence_task=none)"
+        )
     if (inputs is None) == (tfds_name is None):
         raise ValueError("give exactly one of inputs or tfds_name")
     if max_seq_length < 5:
@@ -396,16 +501,15 @@ def write_pretraining_data(
     else:
         tokenizer_dir = None  # an object cannot be sent to workers
         num_workers = 1
+    empty_files = 0
     if inputs is not None:
-        tasks = [InputTask(i, "file", p) for i, p in enumerate(resolve_inputs(inputs))]
+        paths = resolve_inputs(inputs)
+        empty_files = sum(os.path.getsize(p) == 0 for p in paths)
+        tasks = plan_file_tasks(paths, task_bytes=task_bytes, pool_bytes=pool_bytes)
     else:
-        tasks = _tfds_tasks(tfds_name, tfds_split, tfds_data_dir, tfds_text_key, num_workers)
-    os.makedirs(output_dir, exist_ok=True)
-    for old in glob.glob(os.path.join(output_dir, "pretrain-*-of-*.tfrecord")):
-        os.remove(old)
-    parts_dir = os.path.join(output_dir, ".parts")
-    shutil.rmtree(parts_dir, ignore_errors=True)
-    os.makedirs(parts_dir)
+        tasks = plan_tfds_tasks(
+            tfds_name, tfds_split, data_dir=tfds_data_dir, text_key=tfds_text_key
+        )
     opts = ShardOptions(
         num_shards=num_shards,
         max_seq_length=max_seq_length,
@@ -414,31 +518,67 @@ def write_pretraining_data(
         dupe_factor=dupe_factor,
         seed=seed,
         segmenter=chinese_segmenter,
+        packing=packing,
     )
     if chinese_segmenter is not None:
         get_segmenter(chinese_segmenter)  # fail fast if jieba is missing
-    summary = WriteSummary()
-    _run_tasks(
-        tasks, tokenizer, tokenizer_dir, opts, parts_dir, summary, num_workers, show_progress
-    )
+    fingerprint = _fingerprint(tasks, opts, tokenizer_dir)
+    _prepare_output_dir(output_dir)
+    meta_path = os.path.join(output_dir, METADATA_FILE)
+    previous = read_metadata(output_dir)
+    if fingerprint is not None and previous and previous.get("fingerprint") == fingerprint:
+        summary = WriteSummary.from_state(previous["summary"])
+        summary.shards = _shard_paths(output_dir, num_shards)
+        if all(os.path.isfile(p) for p in summary.shards):
+            if log is not None:
+                log(f"{output_dir} already holds these shards (same inputs and options)")
+            return summary
+    # From here on the directory does not claim to be complete.
+    if os.path.exists(meta_path):
+        os.remove(meta_path)
+    for old in glob.glob(os.path.join(output_dir, "pretrain-*-of-*.tfrecord")):
+        os.remove(old)
+    parts_dir = os.path.join(output_dir, ".parts")
+    done = _resumable_tasks(parts_dir, fingerprint, tasks)
 
-    # Concatenate parts into shards: TFRecord files concatenate byte-wise.
-    for s in range(num_shards):
-        path = os.path.join(output_dir, SHARD_PATTERN.format(index=s, count=num_shards))
-        with open(path, "wb") as out:
+    summary = WriteSummary(tasks=len(tasks), resumed_tasks=len(done))
+    for index in sorted(done):
+        summary.merge(done[index])
+    pending = [t for t in tasks if t.index not in done]
+    if done and log is not None:
+        log(f"resuming: {len(done)} of {len(tasks)} tasks were already done")
+    _run_tasks(
+        pending,
+        len(tasks),
+        tokenizer,
+        tokenizer_dir,
+        opts,
+        parts_dir,
+        summary,
+        num_workers,
+        show_progress,
+    )
+    if empty_files:
+        summary.skipped["empty_file"] += empty_files
+
+    # Concatenate parts into shards (TFRecord files concatenate byte-wise); a
+    # shard gets its final name only once it is whole.
+    for path, s in zip(_shard_paths(output_dir, num_shards), range(num_shards), strict=True):
+        with open(path + ".partial", "wb") as out:
             for task in tasks:
                 part = os.path.join(parts_dir, f"{s:05d}.{task.index:06d}")
                 with open(part, "rb") as fh:
                     shutil.copyfileobj(fh, out)
+        os.replace(path + ".partial", path)
         summary.shards.append(path)
-    shutil.rmtree(parts_dir)
 
     MaskingVocab.from_tokenizer(tokenizer).save(output_dir)
     summary.seconds = time.time() - start
     meta = {
-        "format": "albert_tf pretraining shards v1",
+        "format": "albert_tf pretraining shards v2",
         "max_seq_length": max_seq_length,
         "sentence_task": sentence_task,
+        "packing": packing,
         "short_seq_prob": short_seq_prob,
         "dupe_factor": dupe_factor,
         "seed": seed,
@@ -446,19 +586,69 @@ def write_pretraining_data(
         "tokenizer_dir": tokenizer_dir,
         "tokenizer_kind": getattr(tokenizer, "kind", None),
         "vocabulary_size": int(tokenizer.vocabulary_size),
-        "inputs": [t.source for t in tasks],
+        "inputs": sorted({t.source if t.kind == "file" else t.name for t in tasks}),
         "tfds_name": tfds_name,
+        "task_bytes": task_bytes,
+        "pool_bytes": pool_bytes,
+        "fingerprint": fingerprint,
         "summary": summary.to_dict(),
     }
-    with open(os.path.join(output_dir, METADATA_FILE), "w") as fh:
-        json.dump(meta, fh, indent=2)
+    _write_json_atomic(meta_path, meta)  # last: the shards are now complete
+    shutil.rmtree(parts_dir)
     if log is not None:
         log(summary.report())
     return summary
 
 
+def _shard_paths(output_dir: str, num_shards: int) -> list[str]:
+    return [
+        os.path.join(output_dir, SHARD_PATTERN.format(index=s, count=num_shards))
+        for s in range(num_shards)
+    ]
+
+
+def _prepare_output_dir(output_dir: str) -> None:
+    """Creates ``output_dir``; an unwritable one is an error before any work."""
+    try:
+        os.makedirs(output_dir, exist_ok=True)
+    except OSError as e:
+        raise OSError(
+            f"cannot create the output directory {output_dir} ({e.strerror}); "
+            "choose another --output_dir or fix its permissions"
+        ) from None
+    if not os.access(output_dir, os.W_OK | os.X_OK):
+        raise PermissionError(
+            f"the output directory {output_dir} is not writable; choose another "
+            "--output_dir or fix its permissions"
+        )
+
+
+def _resumable_tasks(
+    parts_dir: str, fingerprint: str | None, tasks: list[InputTask]
+) -> dict[int, WriteSummary]:
+    """The finished tasks of an interrupted run with the same fingerprint;
+    anything else in ``parts_dir`` is cleared."""
+    plan = os.path.join(parts_dir, "plan.json")
+    done: dict[int, WriteSummary] = {}
+    if fingerprint is not None and os.path.isfile(plan):
+        with open(plan, encoding="utf-8") as fh:
+            same = json.load(fh).get("fingerprint") == fingerprint
+        if same:
+            for task in tasks:
+                marker = _marker(parts_dir, task.index)
+                if os.path.isfile(marker):
+                    with open(marker, encoding="utf-8") as fh:
+                        done[task.index] = WriteSummary.from_state(json.load(fh))
+            return done
+    shutil.rmtree(parts_dir, ignore_errors=True)
+    os.makedirs(parts_dir)
+    _write_json_atomic(plan, {"fingerprint": fingerprint, "tasks": len(tasks)})
+    return done
+
+
 def _run_tasks(
     tasks: list[InputTask],
+    total_tasks: int,
     tokenizer: Tokenizer,
     tokenizer_dir: str | None,
     opts: ShardOptions,
@@ -470,13 +660,19 @@ def _run_tasks(
     from tqdm.auto import tqdm
 
     docs_bar = tqdm(unit=" docs", desc="tokenizing", disable=not show_progress)
-    inputs_bar = tqdm(total=len(tasks), unit=" inputs", desc="inputs", disable=not show_progress)
+    tasks_bar = tqdm(
+        total=total_tasks,
+        initial=total_tasks - len(tasks),
+        unit=" tasks",
+        desc="tasks",
+        disable=not show_progress,
+    )
     try:
-        if num_workers == 1 or len(tasks) == 1 or tokenizer_dir is None:
+        if num_workers == 1 or len(tasks) <= 1 or tokenizer_dir is None:
             writer = ShardWriter(tokenizer, opts, parts_dir, progress=docs_bar.update)
             for task in tasks:
-                summary.merge(writer.write(task))
-                inputs_bar.update()
+                summary.merge(_with_context(run_task, writer, task, parts_dir))
+                tasks_bar.update()
             return
         # spawn: TensorFlow's runtime does not survive fork(). An executor
         # rather than multiprocessing.Pool: when a worker dies (killed, out of
@@ -491,7 +687,8 @@ def _run_tasks(
             initializer=_start_worker,
             initargs=(tokenizer_dir, opts, parts_dir, queue),
         ) as pool:
-            pending = {pool.submit(_write_in_worker, t) for t in tasks}
+            futures = {pool.submit(_write_in_worker, t): t for t in tasks}
+            pending = set(futures)
             while pending:
                 done, pending = concurrent.futures.wait(pending, timeout=0.1)
                 _drain_queue(queue, docs_bar)
@@ -503,14 +700,25 @@ def _run_tasks(
                             "A data-writing worker process died before finishing its "
                             "input (killed, out of memory, or unable to start: spawned "
                             f"workers re-import the program's __main__ module, "
-                            f"{_main_file()!r}). Run with num_workers=1 "
+                            f"{_main_file()!r}). Finished tasks are kept: run the same "
+                            "command again to resume, or with num_workers=1 "
                             "(--num_workers=1) to write in this process."
                         ) from e
-                    inputs_bar.update()
+                    except Exception as e:
+                        raise type(e)(f"{futures[future].describe()}: {e}") from e
+                    tasks_bar.update()
             _drain_queue(queue, docs_bar)
     finally:
         docs_bar.close()
-        inputs_bar.close()
+        tasks_bar.close()
+
+
+def _with_context(fn: Callable[..., WriteSummary], writer, task: InputTask, parts_dir: str):
+    """Runs a task; an error says which task (file and byte range) it was."""
+    try:
+        return fn(writer, task, parts_dir)
+    except (ValueError, OSError) as e:
+        raise type(e)(f"{task.describe()}: {e}") from e
 
 
 def _main_file() -> str | None:

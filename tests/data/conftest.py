@@ -62,3 +62,16 @@ class ToyTokenizer(Tokenizer):
 @pytest.fixture(scope="session")
 def toy_tokenizer() -> ToyTokenizer:
     return ToyTokenizer()
+
+
+@pytest.fixture(scope="session")
+def spm_dir(tmp_path_factory) -> str:
+    """A real SentencePiece tokenizer directory trained on the English sample
+    (what worker processes and command-line runs load)."""
+    from albert_tf.data import read_documents, sample_path
+    from albert_tf.tokenizers import train_sentencepiece
+
+    out = tmp_path_factory.mktemp("spm")
+    sentences = [s for d in read_documents(sample_path("en")) for s in d]
+    train_sentencepiece(sentences, out, vocab_size=1000)
+    return str(out)

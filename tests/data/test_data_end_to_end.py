@@ -15,15 +15,7 @@ import tensorflow as tf
 from albert_tf.data import read_documents, sample_path
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.data.shards import write_pretraining_data
-from albert_tf.tokenizers import Tokenizer, WordPieceTokenizer, train_sentencepiece
-
-
-@pytest.fixture(scope="module")
-def spm_dir(tmp_path_factory) -> str:
-    out = tmp_path_factory.mktemp("spm")
-    sentences = [s for d in read_documents(sample_path("en")) for s in d]
-    train_sentencepiece(sentences, out, vocab_size=1000)
-    return str(out)
+from albert_tf.tokenizers import Tokenizer, WordPieceTokenizer
 
 
 def check_batches(ds, tokenizer, num_batches=20):
