@@ -244,6 +244,7 @@ def evaluate(model_dir: str, data_dir: str, shared_sets: list[str]) -> dict:
         output_dir=tempfile.mkdtemp(prefix="demo_eval_"),
         max_seq_length=settings.get("max_seq_length", 128),
         max_qa_length=settings.get("max_qa_length", 64),
+        context_keep=settings.get("context_keep", "start"),
         progress=False,
     )
 

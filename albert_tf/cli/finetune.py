@@ -20,6 +20,7 @@ from absl import flags
 
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
+from albert_tf.data.multiple_choice import CONTEXT_KEEP
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Model directory to start from (albert_tf format).")
@@ -33,6 +34,13 @@ flags.DEFINE_integer("split_seed", 0, "Seed of the hash split.")
 flags.DEFINE_string("output_dir", None, "Where best/ and metrics.jsonl go.")
 flags.DEFINE_integer("max_seq_length", 512, "Packed sequence length limit.")
 flags.DEFINE_integer("max_qa_length", 128, "Question+option pieces kept (the last ones).")
+flags.DEFINE_enum(
+    "context_keep",
+    "start",
+    list(CONTEXT_KEEP),
+    "Which end of a too-long context is kept: start (a reading passage) or end "
+    "(a 'what comes next?' item, whose clue is the text just before the options).",
+)
 flags.DEFINE_integer("batch_size", 16, "Items per step.")
 flags.DEFINE_float("learning_rate", 1e-5, "Peak learning rate.")
 flags.DEFINE_float("num_epochs", 3.0, "Epochs (unless --num_train_steps).")
@@ -129,6 +137,7 @@ def main() -> None:
         output_dir=FLAGS.output_dir,
         max_seq_length=FLAGS.max_seq_length,
         max_qa_length=FLAGS.max_qa_length,
+        context_keep=FLAGS.context_keep,
         batch_size=FLAGS.batch_size,
         learning_rate=FLAGS.learning_rate,
         num_epochs=FLAGS.num_epochs,
@@ -151,6 +160,7 @@ def main() -> None:
             output_dir=FLAGS.output_dir,
             max_seq_length=FLAGS.max_seq_length,
             max_qa_length=FLAGS.max_qa_length,
+            context_keep=FLAGS.context_keep,
             batch_size=FLAGS.batch_size,
             progress=False,
         )

@@ -13,7 +13,9 @@ Every option becomes one sequence, as google-research/albert's ``run_race``
 builds it: ``[CLS] context [SEP] qa [SEP]`` where ``qa`` is the question with
 ``_`` replaced by the option when it has a blank, else ``question + " " +
 option``; ``qa`` keeps its *last* ``max_qa_length`` pieces and the context is
-cut to fit ``max_seq_length``. `pack_multiple_choice` does this with
+cut to fit ``max_seq_length``, keeping its start (``context_keep="start"``, as
+for a reading passage) or its end (``"end"``, for "what comes next?" items,
+whose best clue is the text just before the options). `pack_multiple_choice` does this with
 TensorFlow / tensorflow-text ops only, so fine-tuning and the exported
 SavedModel share one implementation.
 
@@ -61,6 +63,10 @@ class MultipleChoiceExample:
     label: int = -1
     lang: str = ""
     source: str = ""
+
+
+#: Which end of a too-long context `pack_multiple_choice` keeps.
+CONTEXT_KEEP = ("start", "end")
 
 
 def build_qa(question: str, option: str) -> str:
@@ -281,6 +287,7 @@ def pack_multiple_choice(
     *,
     max_seq_length: int,
     max_qa_length: int,
+    context_keep: str = "start",
 ) -> dict[str, tf.Tensor]:
     """Raw text → model inputs, in-graph (usable inside a SavedModel).
 
@@ -290,6 +297,8 @@ def pack_multiple_choice(
         options: tf.string [B, C]; an empty string is an absent option.
         max_seq_length: longest packed sequence (``[CLS] ... [SEP] ... [SEP]``).
         max_qa_length: pieces of question+option kept (the last ones).
+        context_keep: which end of a too-long context is kept, ``"start"`` or
+            ``"end"``.
 
     Returns:
         ``token_ids``, ``segment_ids``, ``padding_mask``: int32 [B, C, S] with
@@ -298,6 +307,8 @@ def pack_multiple_choice(
         ``context_truncated`` / ``qa_truncated``: bool [B, C]; ``num_context_pieces``
         / ``num_qa_pieces``: int32 [B, C], the lengths before truncation.
     """
+    if context_keep not in CONTEXT_KEEP:
+        raise ValueError(f"context_keep must be one of {CONTEXT_KEEP}, got {context_keep!r}")
     if not 0 < max_qa_length <= max_seq_length - 3:
         raise ValueError(
             f"need 0 < max_qa_length <= max_seq_length - 3, got {max_qa_length} "
@@ -319,7 +330,10 @@ def pack_multiple_choice(
     ctx = tf.gather(tokenizer.tokenize(context), owner)
     ctx_len = tf.cast(ctx.row_lengths(), tf.int32)
     budget = tf.where(present, max_seq_length - 3 - kept_qa, 0)
-    ctx = _keep_range(ctx, tf.zeros_like(budget), budget)
+    if context_keep == "end":
+        ctx = _keep_range(ctx, tf.maximum(ctx_len - budget, 0), ctx_len)
+    else:
+        ctx = _keep_range(ctx, tf.zeros_like(budget), budget)
     kept_ctx = tf.cast(ctx.row_lengths(), tf.int32)
 
     n = tf.size(present)
@@ -361,6 +375,7 @@ def encode_multiple_choice(
     *,
     max_seq_length: int,
     max_qa_length: int,
+    context_keep: str = "start",
     chunk_size: int = 128,
 ) -> list[dict[str, np.ndarray]]:
     """Packs every item once (in chunks, with `pack_multiple_choice`).
@@ -381,6 +396,7 @@ def encode_multiple_choice(
             tf.constant(options),
             max_seq_length=max_seq_length,
             max_qa_length=max_qa_length,
+            context_keep=context_keep,
         )
         arrays = {k: packed[k].numpy() for k in ("token_ids", "segment_ids", "padding_mask")}
         for row, item in enumerate(chunk):

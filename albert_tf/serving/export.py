@@ -110,7 +110,11 @@ def export_saved_model(
     max_qa_length = max_qa_length or settings.get(
         "max_qa_length", min(DEFAULT_MAX_QA_LENGTH, max_seq_length - 3)
     )
-    module = MultipleChoiceServingModule(model, tokenizer, max_seq_length, max_qa_length)
+    # Packing as in fine-tuning: the model learned from contexts cut this way.
+    context_keep = settings.get("context_keep", "start")
+    module = MultipleChoiceServingModule(
+        model, tokenizer, max_seq_length, max_qa_length, context_keep
+    )
 
     version = next_version(export_dir) if version is None else int(version)
     final = os.path.join(export_dir, str(version))
@@ -139,6 +143,7 @@ def export_saved_model(
         "language": settings.get("language", "zh" if tokenizer.kind == "wordpiece" else "en"),
         "max_seq_length": max_seq_length,
         "max_qa_length": max_qa_length,
+        "context_keep": context_keep,
         "vocab_size": model.config.vocab_size,
         "checkpoint": os.path.abspath(checkpoint_dir),
         "finetune": settings,

@@ -28,6 +28,8 @@ class MultipleChoiceServingModule(tf.Module):
         tokenizer: its `Tokenizer`.
         max_seq_length: longest packed sequence; longer input is truncated.
         max_qa_length: question+option pieces kept (the last ones).
+        context_keep: which end of a too-long context is kept (``"start"`` or
+            ``"end"``, `albert_tf.data.multiple_choice.pack_multiple_choice`).
 
     Example:
         >>> module = MultipleChoiceServingModule(model, tok, 128, 64)  # doctest: +SKIP
@@ -37,7 +39,14 @@ class MultipleChoiceServingModule(tf.Module):
         TensorShape([1, 3])
     """
 
-    def __init__(self, model, tokenizer, max_seq_length: int, max_qa_length: int):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        max_seq_length: int,
+        max_qa_length: int,
+        context_keep: str = "start",
+    ):
         super().__init__(name="albert_multiple_choice")
         limit = model.config.max_position_embeddings
         if max_seq_length > limit:
@@ -49,6 +58,7 @@ class MultipleChoiceServingModule(tf.Module):
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.max_qa_length = max_qa_length
+        self.context_keep = context_keep
 
     def _pack(self, context, question, options):
         batch = tf.shape(options)[0]
@@ -79,6 +89,7 @@ class MultipleChoiceServingModule(tf.Module):
             options,
             max_seq_length=self.max_seq_length,
             max_qa_length=self.max_qa_length,
+            context_keep=self.context_keep,
         )
 
     def _score(self, token_ids, segment_ids, padding_mask):

@@ -42,6 +42,8 @@ class MultipleChoiceTrainer:
         output_dir: gets ``best/`` (a model directory with ``tokenizer/`` and
             ``finetune.json``) and ``metrics.jsonl`` (one line per evaluation).
         max_seq_length, max_qa_length: packing, as in run_race.
+        context_keep: which end of a too-long context is kept (``"start"``,
+            as run_race; ``"end"`` for "what comes next?" items).
         batch_size: items (questions) per step.
         learning_rate: peak learning rate.
         num_epochs: passes over the training items (ignored with ``num_train_steps``).
@@ -73,6 +75,7 @@ class MultipleChoiceTrainer:
         output_dir: str | os.PathLike[str],
         max_seq_length: int = 512,
         max_qa_length: int = 128,
+        context_keep: str = "start",
         batch_size: int = 16,
         eval_batch_size: int | None = None,
         learning_rate: float = 1e-5,
@@ -103,6 +106,7 @@ class MultipleChoiceTrainer:
         self.model, self.tokenizer = model, tokenizer
         self.output_dir = os.fspath(output_dir)
         self.max_seq_length, self.max_qa_length = max_seq_length, max_qa_length
+        self.context_keep = context_keep
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or 2 * batch_size
         self.learning_rate, self.num_epochs = learning_rate, num_epochs
@@ -122,6 +126,7 @@ class MultipleChoiceTrainer:
             self.tokenizer,
             max_seq_length=self.max_seq_length,
             max_qa_length=self.max_qa_length,
+            context_keep=self.context_keep,
         )
 
     def _encoded(self, data) -> list[dict[str, np.ndarray]]:
@@ -198,6 +203,7 @@ class MultipleChoiceTrainer:
         return {
             "max_seq_length": self.max_seq_length,
             "max_qa_length": self.max_qa_length,
+            "context_keep": self.context_keep,
             "batch_size": self.batch_size,
             "learning_rate": self.learning_rate,
             "optimizer": self.optimizer_name,

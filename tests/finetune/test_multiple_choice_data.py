@@ -110,19 +110,22 @@ def test_in_graph_qa_matches_python_rule():
     assert [g[0].decode() for g in got.numpy()] == expected
 
 
-def _reference(tok, context, question, option, max_seq_length, max_qa_length):
-    """google-research/albert run_race's packing, one option at a time."""
+def _reference(tok, context, question, option, max_seq_length, max_qa_length, keep="start"):
+    """google-research/albert run_race's packing, one option at a time (with
+    ``keep="end"``, the context's last pieces instead of its first)."""
     ids = lambda text: tok.tokenize(tf.constant([text])).to_list()[0]  # noqa: E731
     ctx, qa = ids(context), ids(build_qa(question, option))[-max_qa_length:]
-    ctx = ctx[: max_seq_length - 3 - len(qa)]
+    budget = max_seq_length - 3 - len(qa)
+    ctx = ctx[:budget] if keep == "start" else ctx[max(len(ctx) - budget, 0) :]
     tokens = [tok.cls_id, *ctx, tok.sep_id, *qa, tok.sep_id]
     return tokens, [0] * (len(ctx) + 2) + [1] * (len(qa) + 1)
 
 
+@pytest.mark.parametrize("keep", ["start", "end"])
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_packing_matches_run_race_reference(lang, tok_en, tok_zh):
+def test_packing_matches_run_race_reference(lang, keep, tok_en, tok_zh):
     tok = tok_en if lang == "en" else tok_zh
-    long_context = " ".join(["The old man walked to the river every morning."] * 12)
+    long_context = " ".join(f"The old man walked to the river {n} times." for n in range(12))
     contexts = [long_context, "", "算法组的成员们精通各种AI算法.", "Short one."]
     questions = ["What did he _ each day?", "", "", "Why " * 40 + "?"]
     options = [
@@ -144,6 +147,7 @@ def test_packing_matches_run_race_reference(lang, tok_en, tok_zh):
         tf.constant(options),
         max_seq_length=seq,
         max_qa_length=qa,
+        context_keep=keep,
     )
     ids, seg, mask = (packed[k].numpy() for k in ("token_ids", "segment_ids", "padding_mask"))
     assert ids.shape[:2] == (4, 4) and ids.shape[2] <= seq
@@ -154,7 +158,9 @@ def test_packing_matches_run_race_reference(lang, tok_en, tok_zh):
                 assert mask[b, c].sum() == 0 and ids[b, c].sum() == 0
                 assert not packed["present"].numpy()[b, c]
                 continue
-            tokens, segments = _reference(tok, contexts[b], questions[b], options[b][c], seq, qa)
+            tokens, segments = _reference(
+                tok, contexts[b], questions[b], options[b][c], seq, qa, keep
+            )
             n = len(tokens)
             assert ids[b, c, :n].tolist() == tokens
             assert seg[b, c, :n].tolist() == segments
