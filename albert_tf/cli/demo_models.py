@@ -7,7 +7,8 @@ For each language (``--languages=zh,en``), from the shared corpora only:
 2. pretrain a small ALBERT on the pretraining documents
    (``configs/demo_<lang>_pretrain.flags``, through ``albert_tf.pretrain``);
 3. fine-tune it for "which option continues the context?" on items built from the
-   fine-tuning documents (``configs/demo_<lang>_finetune.flags``, through
+   fine-tuning and pretraining documents (dev items from fine-tuning documents
+   that no training item comes from) (``configs/demo_<lang>_finetune.flags``, through
    ``albert_tf.finetune``): 4 options, the true next sentence and three sentences
    of other documents of the same corpus;
 4. score it on the test documents' items against chance and a lexical-overlap
@@ -76,42 +77,54 @@ def _source(path: str) -> str:
 
 def prepare(lang: str, corpora: list[str], out: str) -> dict:
     """Splits documents and writes pretraining text and next-sentence items."""
+    import collections
     import random
 
     from albert_tf.data import read_documents
     from albert_tf.data.next_sentence import document_split, next_sentence_items
 
     parts: dict[str, list[list[str]]] = {"pretrain": [], "finetune": [], "test": []}
-    groups: dict[str, list[str]] = {"finetune": [], "test": []}
+    groups: dict[str, list[str]] = {"pretrain": [], "finetune": [], "test": []}
     for path in corpora:
         source = _source(path)
         for index, doc in enumerate(read_documents(path)):
             part = document_split(f"{source}/{index}")
             parts[part].append(doc)
-            if part in groups:
-                groups[part].append(source)
+            groups[part].append(source)
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "pretrain.jsonl"), "w", encoding="utf-8") as f:
         for doc in parts["pretrain"]:
             f.write(json.dumps({"sentences": doc}, ensure_ascii=False) + "\n")
     common = dict(lang=lang, context_chars=CONTEXT_CHARS[lang])
-    finetune = next_sentence_items(
-        parts["finetune"], groups=groups["finetune"], seed=FLAGS.seed, prefix="ft", **common
-    )
-    test = next_sentence_items(
-        parts["test"], groups=groups["test"], seed=FLAGS.seed + 1, prefix="test", **common
-    )
-    rng = random.Random(FLAGS.seed)
-    rng.shuffle(finetune)
-    rng.shuffle(test)
-    splits = {
-        "dev": finetune[:MAX_DEV_ITEMS],
-        "train": finetune[MAX_DEV_ITEMS:],
-        "test": test[:MAX_TEST_ITEMS],
+    items = {
+        part: next_sentence_items(
+            parts[part], groups=groups[part], seed=FLAGS.seed + k, prefix=part, **common
+        )
+        for k, part in enumerate(("finetune", "test", "pretrain"))
     }
-    for name, items in splits.items():
+    # Dev items come from fine-tuning documents that no training item comes
+    # from; training items from the other fine-tuning documents and from the
+    # pretraining documents (the task is new to the model, the text is not).
+    # Test documents are never seen.
+    rng = random.Random(FLAGS.seed)
+    order = list(range(len(parts["finetune"])))
+    rng.shuffle(order)
+    per_doc = collections.Counter(_document_of(i) for i in items["finetune"])
+    dev_docs: set[int] = set()
+    for d in order[: len(order) // 2]:  # at most half: a small corpus trains too
+        if sum(per_doc[x] for x in dev_docs) >= MAX_DEV_ITEMS:
+            break
+        dev_docs.add(d)
+    dev = [i for i in items["finetune"] if _document_of(i) in dev_docs]
+    train = [i for i in items["finetune"] if _document_of(i) not in dev_docs]
+    train += items["pretrain"]
+    test = items["test"]
+    for split in (dev, train, test):
+        rng.shuffle(split)
+    splits = {"dev": dev[:MAX_DEV_ITEMS], "train": train, "test": test[:MAX_TEST_ITEMS]}
+    for name, split in splits.items():
         with open(os.path.join(out, f"{name}.jsonl"), "w", encoding="utf-8") as f:
-            for item in items:  # the JSON Lines layout read_multiple_choice reads
+            for item in split:  # the JSON Lines layout read_multiple_choice reads
                 f.write(json.dumps(dataclasses.asdict(item), ensure_ascii=False) + "\n")
     summary = {
         "corpora": [os.path.basename(p) for p in corpora],
@@ -122,6 +135,11 @@ def prepare(lang: str, corpora: list[str], out: str) -> dict:
     with open(os.path.join(out, "prepare.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2)
     return summary
+
+
+def _document_of(item) -> int:
+    """The document index in an item id ``{prefix}-{document}-{sentence}``."""
+    return int(item.id.split("-")[-2])
 
 
 def _run(args: list[str], log_path: str) -> float:

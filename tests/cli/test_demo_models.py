@@ -58,6 +58,15 @@ def test_prepare_splits_by_document_and_builds_next_sentence_items(tmp_path):
         assert not set(item.options) - {item.options[item.label]} & set(doc)
     train, _ = read_multiple_choice(str(data / "train.jsonl"))
     assert {i.context for i in train}.isdisjoint({i.context for i in items})
+    # Training items: fine-tuning and pretraining documents; dev items: other
+    # fine-tuning documents than any training item's.
+    dev, _ = read_multiple_choice(str(data / "dev.jsonl"))
+    documents_of = lambda split, part: {  # noqa: E731
+        i.id.split("-")[1] for i in split if i.id.startswith(part + "-")
+    }
+    assert {i.id.split("-")[0] for i in train} == {"finetune", "pretrain"}
+    assert {i.id.split("-")[0] for i in dev} == {"finetune"}
+    assert documents_of(dev, "finetune").isdisjoint(documents_of(train, "finetune"))
 
 
 def test_evaluate_scores_a_model_against_chance_and_the_overlap_baseline(tmp_path, mc_models):
