@@ -340,3 +340,58 @@ def test_a_finished_run_is_not_redone_and_another_recipe_starts_over(tmp_path, s
     assert other.examples > first.examples
     assert json.loads((tmp_path / "out" / "metadata.json").read_text())["max_seq_length"] == 32
     shutil.rmtree(tmp_path / "out")
+
+
+def test_a_tfds_split_is_cut_into_slices_that_read_every_example_once(tmp_path):
+    import tensorflow_datasets as tfds
+
+    from albert_tf.data.tasks import plan_tfds_tasks
+    from albert_tf.data.tfds_corpus import AlbertCorpus
+
+    manual = tmp_path / "manual"
+    manual.mkdir()
+    docs = _random_corpus(random.Random(4), 230)
+    (manual / "c.txt").write_text("".join("\n".join(d) + "\n\n" for d in docs))
+    data_dir = str(tmp_path / "tfds")
+    AlbertCorpus(data_dir=data_dir).download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=str(manual))
+    )
+    tasks = plan_tfds_tasks(
+        "albert_corpus", "train", data_dir=data_dir, task_documents=100, pool_documents=50
+    )
+    assert [t.source for t in tasks] == ["train[0:100]", "train[100:200]", "train[200:230]"]
+    located = [item for t in tasks for item in t.documents(ReadStats())]
+    # Example indices continue across slices; every document is read once.
+    assert [index for index, _ in located] == list(range(230))
+    assert sorted(map(tuple, (d for _, d in located))) == sorted(map(tuple, docs))
+    # A split expression is one task.
+    (whole,) = plan_tfds_tasks("albert_corpus", "train[:10%]", data_dir=data_dir)
+    assert whole.source == "train[:10%]"
+    with pytest.raises(ValueError, match="no top-level Text feature.*--tfds_text_key"):
+        list(_tfds_without_text(tmp_path))
+
+
+def _tfds_without_text(tmp_path):
+    """A real tfds dataset whose only feature is an integer."""
+    import tensorflow_datasets as tfds
+
+    from albert_tf.data.corpus import tfds_located_documents
+
+    class NumbersOnly(tfds.core.GeneratorBasedBuilder):
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self):
+            return self.dataset_info_from_configs(
+                features=tfds.features.FeaturesDict({"n": tfds.features.Scalar(tf.int64)})
+            )
+
+        def _split_generators(self, dl_manager):
+            return {"train": self._generate_examples()}
+
+        def _generate_examples(self):
+            for i in range(3):
+                yield i, {"n": i}
+
+    data_dir = str(tmp_path / "numbers")
+    NumbersOnly(data_dir=data_dir).download_and_prepare()
+    return tfds_located_documents("numbers_only", data_dir=data_dir)
