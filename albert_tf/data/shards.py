@@ -476,21 +476,17 @@ def write_pretraining_data(
     >>> summary.documents, summary.examples > 1000, sorted(os.listdir(os.path.join(d, "out")))[:2]
     (42, True, ['masking_vocab.json', 'metadata.json'])
     """
-    if sentence_task not in SENTENCE_TASKS:
-        raise ValueError(f"sentence_task must be one of {SENTENCE_TASKS}")
-    if packing not in PACKINGS:
-        raise ValueError(f"packing must be one of {PACKINGS}, got {packing!r}")
-    if packing == "full_sentences" and sentence_task != "none":
-        raise ValueError(
-            "packing='full_sentences' crosses document boundaries, so it makes single "
-            "segments: use it with sentence_task='none' (--sentence_task=none)"
-        )
-    if (inputs is None) == (tfds_name is None):
-        raise ValueError("give exactly one of inputs or tfds_name")
-    if max_seq_length < 5:
-        raise ValueError("max_seq_length must be at least 5")
-    if num_shards < 1 or dupe_factor < 1 or num_workers < 1:
-        raise ValueError("num_shards, dupe_factor and num_workers must be >= 1")
+    check_arguments(
+        inputs=inputs,
+        tfds_name=tfds_name,
+        max_seq_length=max_seq_length,
+        sentence_task=sentence_task,
+        packing=packing,
+        dupe_factor=dupe_factor,
+        num_shards=num_shards,
+    )
+    if num_workers < 1:
+        raise ValueError("num_workers must be >= 1")
     from albert_tf.data.masking import MaskingVocab
     from albert_tf.tokenizers.base import Tokenizer
 
@@ -501,15 +497,15 @@ def write_pretraining_data(
     else:
         tokenizer_dir = None  # an object cannot be sent to workers
         num_workers = 1
-    empty_files = 0
-    if inputs is not None:
-        paths = resolve_inputs(inputs)
-        empty_files = sum(os.path.getsize(p) == 0 for p in paths)
-        tasks = plan_file_tasks(paths, task_bytes=task_bytes, pool_bytes=pool_bytes)
-    else:
-        tasks = plan_tfds_tasks(
-            tfds_name, tfds_split, data_dir=tfds_data_dir, text_key=tfds_text_key
-        )
+    tasks, empty_files = plan_tasks(
+        inputs=inputs,
+        tfds_name=tfds_name,
+        tfds_split=tfds_split,
+        tfds_data_dir=tfds_data_dir,
+        tfds_text_key=tfds_text_key,
+        task_bytes=task_bytes,
+        pool_bytes=pool_bytes,
+    )
     opts = ShardOptions(
         num_shards=num_shards,
         max_seq_length=max_seq_length,
@@ -574,15 +570,95 @@ def write_pretraining_data(
 
     MaskingVocab.from_tokenizer(tokenizer).save(output_dir)
     summary.seconds = time.time() - start
-    meta = {
+    meta = pretraining_metadata(
+        opts,
+        tokenizer=tokenizer,
+        tokenizer_dir=tokenizer_dir,
+        tasks=tasks,
+        tfds_name=tfds_name,
+        task_bytes=task_bytes,
+        pool_bytes=pool_bytes,
+        fingerprint=fingerprint,
+        summary=summary,
+    )
+    _write_json_atomic(meta_path, meta)  # last: the shards are now complete
+    shutil.rmtree(parts_dir)
+    if log is not None:
+        log(summary.report())
+    return summary
+
+
+def check_arguments(
+    *,
+    inputs: str | Sequence[str] | None,
+    tfds_name: str | None,
+    max_seq_length: int,
+    sentence_task: str,
+    packing: str,
+    dupe_factor: int,
+    num_shards: int,
+) -> None:
+    """Raises `ValueError` for options no preparation accepts (before any work)."""
+    if sentence_task not in SENTENCE_TASKS:
+        raise ValueError(f"sentence_task must be one of {SENTENCE_TASKS}")
+    if packing not in PACKINGS:
+        raise ValueError(f"packing must be one of {PACKINGS}, got {packing!r}")
+    if packing == "full_sentences" and sentence_task != "none":
+        raise ValueError(
+            "packing='full_sentences' crosses document boundaries, so it makes single "
+            "segments: use it with sentence_task='none' (--sentence_task=none)"
+        )
+    if (inputs is None) == (tfds_name is None):
+        raise ValueError("give exactly one of inputs or tfds_name")
+    if max_seq_length < 5:
+        raise ValueError("max_seq_length must be at least 5")
+    if num_shards < 1 or dupe_factor < 1:
+        raise ValueError("num_shards and dupe_factor must be >= 1")
+
+
+def plan_tasks(
+    *,
+    inputs: str | Sequence[str] | None,
+    tfds_name: str | None,
+    tfds_split: str,
+    tfds_data_dir: str | None,
+    tfds_text_key: str | None,
+    task_bytes: int,
+    pool_bytes: int,
+) -> tuple[list[InputTask], int]:
+    """The tasks of local files or of a tfds split, and how many files are empty."""
+    if inputs is not None:
+        paths = resolve_inputs(inputs)
+        empty_files = sum(os.path.getsize(p) == 0 for p in paths)
+        return plan_file_tasks(paths, task_bytes=task_bytes, pool_bytes=pool_bytes), empty_files
+    assert tfds_name is not None
+    tasks = plan_tfds_tasks(tfds_name, tfds_split, data_dir=tfds_data_dir, text_key=tfds_text_key)
+    return tasks, 0
+
+
+def pretraining_metadata(
+    options: ShardOptions,
+    *,
+    tokenizer: Tokenizer,
+    tokenizer_dir: str | None,
+    tasks: list[InputTask],
+    tfds_name: str | None,
+    task_bytes: int,
+    pool_bytes: int,
+    fingerprint: str | None,
+    summary: WriteSummary,
+) -> dict:
+    """The content of ``metadata.json``: options, inputs and the summary (the
+    local and the Beam preparation write the same keys)."""
+    return {
         "format": "albert_tf pretraining shards v2",
-        "max_seq_length": max_seq_length,
-        "sentence_task": sentence_task,
-        "packing": packing,
-        "short_seq_prob": short_seq_prob,
-        "dupe_factor": dupe_factor,
-        "seed": seed,
-        "chinese_whole_word_masking": chinese_segmenter is not None,
+        "max_seq_length": options.max_seq_length,
+        "sentence_task": options.sentence_task,
+        "packing": options.packing,
+        "short_seq_prob": options.short_seq_prob,
+        "dupe_factor": options.dupe_factor,
+        "seed": options.seed,
+        "chinese_whole_word_masking": options.segmenter is not None,
         "tokenizer_dir": tokenizer_dir,
         "tokenizer_kind": getattr(tokenizer, "kind", None),
         "vocabulary_size": int(tokenizer.vocabulary_size),
@@ -593,11 +669,6 @@ def write_pretraining_data(
         "fingerprint": fingerprint,
         "summary": summary.to_dict(),
     }
-    _write_json_atomic(meta_path, meta)  # last: the shards are now complete
-    shutil.rmtree(parts_dir)
-    if log is not None:
-        log(summary.report())
-    return summary
 
 
 def _shard_paths(output_dir: str, num_shards: int) -> list[str]:
