@@ -3,7 +3,8 @@
     python -m albert_tf.data.build_corpus --manual_dir=/data/my_corpus --data_dir=/data/tfds
 
 (The ``tfds build`` CLI of tensorflow-datasets 4.9.10 needs apache_beam,
-which this project does not install; this does the same for albert_corpus.)
+which only the optional ``beam`` extra installs; this does the same for
+albert_corpus without it.)
 """
 
 from __future__ import annotations

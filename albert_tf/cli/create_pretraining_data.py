@@ -17,9 +17,25 @@ Memory does not grow with the corpus: the input is cut into tasks of
 ``--task_bytes`` (or tfds slices), each streamed one pool of documents at a
 time. The same command run again after an interruption redoes only the tasks
 that had not finished.
+
+By default the tasks run in ``--num_workers`` processes of this machine. With
+``--runner`` they run as an Apache Beam pipeline (`albert_tf.data.beam_pipeline`,
+``pip install -e '.[beam]'``) on any Beam runner, which gives the same examples;
+further Beam options go in one string, ``--beam_pipeline_options``::
+
+    python -m albert_tf.create_pretraining_data \
+        --input=sample:en --tokenizer_dir=/tmp/tok_en --output_dir=/tmp/pretrain_en \
+        --runner=DirectRunner \
+        --beam_pipeline_options="--direct_num_workers=2 --direct_running_mode=multi_processing"
+
+On Dataflow, Flink or Spark every worker must reach the inputs and the output
+directory (docs/data.md, "Wikipedia-sized corpora").
 """
 
 from __future__ import annotations
+
+import importlib.util
+import shlex
 
 from absl import flags
 
@@ -77,6 +93,20 @@ _SEED = flags.DEFINE_integer("seed", 12345, "Random seed.")
 _NUM_WORKERS = flags.DEFINE_integer(
     "num_workers", 1, "Processes (parallel over tasks: byte ranges of files, tfds slices)."
 )
+_RUNNER = flags.DEFINE_string(
+    "runner",
+    None,
+    "Run as an Apache Beam pipeline on this runner: DirectRunner, DataflowRunner, "
+    "FlinkRunner, SparkRunner, PortableRunner or any other Beam runner name (needs "
+    "pip install -e '.[beam]'). Default: --num_workers processes on this machine.",
+)
+_BEAM_PIPELINE_OPTIONS = flags.DEFINE_string(
+    "beam_pipeline_options",
+    "",
+    "With --runner: further Beam pipeline options in one string, split like a shell "
+    'command, e.g. "--direct_num_workers=2 --direct_running_mode=multi_processing" or '
+    '"--project=P --region=R --temp_location=gs://B/tmp".',
+)
 _CHINESE_SEGMENTER = flags.DEFINE_enum(
     "chinese_wwm_segmenter",
     None,
@@ -86,12 +116,9 @@ _CHINESE_SEGMENTER = flags.DEFINE_enum(
 
 
 def main() -> None:
-    from albert_tf.data.shards import write_pretraining_data
-
     if bool(_INPUT.value) == bool(_TFDS_NAME.value):
         raise UserError("give exactly one of --input or --tfds_name")
-    write_pretraining_data(
-        tokenizer=_TOKENIZER_DIR.value,
+    common = dict(
         output_dir=_OUTPUT_DIR.value,
         inputs=_INPUT.value or None,
         tfds_name=_TFDS_NAME.value,
@@ -105,10 +132,34 @@ def main() -> None:
         dupe_factor=_DUPE_FACTOR.value,
         num_shards=_NUM_SHARDS.value,
         seed=_SEED.value,
-        num_workers=_NUM_WORKERS.value,
         chinese_segmenter=_CHINESE_SEGMENTER.value,
         task_bytes=_TASK_BYTES.value,
         pool_bytes=_POOL_BYTES.value,
+    )
+    if _RUNNER.value is None:
+        if _BEAM_PIPELINE_OPTIONS.value:
+            raise UserError("--beam_pipeline_options needs --runner")
+        from albert_tf.data.shards import write_pretraining_data
+
+        write_pretraining_data(
+            tokenizer=_TOKENIZER_DIR.value, num_workers=_NUM_WORKERS.value, **common
+        )
+        return
+    if _NUM_WORKERS.value != 1:
+        # Silently ignoring it would suggest it did something.
+        raise UserError(
+            "--num_workers is for the local processes; with --runner give the runner's "
+            'own options, e.g. --beam_pipeline_options="--direct_num_workers=2"'
+        )
+    if importlib.util.find_spec("apache_beam") is None:
+        raise UserError("apache-beam is not installed: pip install -e '.[beam]'")
+    from albert_tf.data.beam_pipeline import run_beam_pipeline
+
+    run_beam_pipeline(
+        tokenizer_dir=_TOKENIZER_DIR.value,
+        runner=_RUNNER.value,
+        pipeline_args=shlex.split(_BEAM_PIPELINE_OPTIONS.value),
+        **common,
     )
 
 

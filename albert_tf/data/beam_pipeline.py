@@ -1,0 +1,348 @@
+"""Pretraining-data preparation as an Apache Beam pipeline, for many machines.
+
+The same tasks as `albert_tf.data.shards.write_pretraining_data` (byte ranges
+of files, slices of a tfds split: `albert_tf.data.tasks`) become Beam elements:
+
+    Create(tasks) → Reshuffle → ParDo(_WriteTaskFn) → WriteToTFRecord
+
+``Reshuffle`` spreads the tasks over workers (a runner would otherwise fuse
+them onto the worker that made the list). Each worker loads the tokenizer once
+(`_WriteTaskFn.setup`) and turns a task into its serialized examples with
+`ShardWriter.examples`, so examples depend only on the seed, the document and
+the pass: any runner and any number of workers give the same multiset of
+examples as the local path (not the same order or spread over shards).
+Counts travel as Beam counters; once the pipeline is done the launcher writes
+``masking_vocab.json`` and, last, ``metadata.json`` (the local keys plus
+``"runner"``). A Beam run is not resumed: run it again to redo it.
+
+This module imports apache_beam (the ``beam`` extra); nothing else in the
+package imports this module unless a Beam runner is asked for.
+
+>>> import os, string, tempfile
+>>> from albert_tf.data import sample_path
+>>> from albert_tf.tokenizers import WordPieceTokenizer
+>>> d = tempfile.mkdtemp(); vocab = os.path.join(d, "vocab.txt")
+>>> pieces = list(string.ascii_lowercase) + ["##" + c for c in string.ascii_lowercase]
+>>> _ = open(vocab, "w").write("\\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+...                                       *pieces, ".", ","]))
+>>> WordPieceTokenizer(vocab).save(os.path.join(d, "tok"))
+>>> summary = run_beam_pipeline(
+...     tokenizer_dir=os.path.join(d, "tok"), output_dir=os.path.join(d, "out"),
+...     inputs=sample_path("en"), max_seq_length=64, dupe_factor=1, num_shards=2,
+...     runner="DirectRunner", log=None)
+>>> summary.documents, summary.examples > 1000, sorted(os.listdir(os.path.join(d, "out")))
+(42, True, ['masking_vocab.json', 'metadata.json', 'pretrain-00000-of-00002.tfrecord', \
+'pretrain-00001-of-00002.tfrecord'])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+try:
+    import apache_beam as beam
+    from apache_beam.metrics import Metrics
+    from apache_beam.metrics.metric import MetricsFilter
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.runner import PipelineState
+except ModuleNotFoundError as e:  # the optional [beam] extra
+    raise ModuleNotFoundError(
+        "apache-beam is not installed: pip install -e '.[beam]'", name="apache_beam"
+    ) from e
+
+from albert_tf.data.chinese_wwm import get_segmenter
+from albert_tf.data.shards import (
+    METADATA_FILE,
+    SHARD_PATTERN,
+    ShardOptions,
+    ShardWriter,
+    WriteSummary,
+    check_arguments,
+    plan_tasks,
+    pretraining_metadata,
+)
+from albert_tf.data.tasks import POOL_BYTES, TASK_BYTES, InputTask
+
+if TYPE_CHECKING:
+    from albert_tf.tokenizers.base import Tokenizer
+
+#: Namespace of the pipeline's counters (``skipped:<reason>``, ``label:<n>``, ...).
+COUNTER_NAMESPACE = "albert_tf.pretraining_data"
+
+
+def read_tokenizer_files(tokenizer_dir: str) -> dict[str, bytes]:
+    """The files of a saved tokenizer, read through ``tf.io.gfile`` (so a
+    ``gs://`` directory works where TensorFlow's GCS filesystem does).
+
+    They travel inside the DoFn: workers need no access to the directory."""
+    import tensorflow as tf
+
+    if not tf.io.gfile.isdir(tokenizer_dir):
+        raise FileNotFoundError(f"no tokenizer directory at {tokenizer_dir}")
+    files = {}
+    for name in sorted(tf.io.gfile.listdir(tokenizer_dir)):
+        path = os.path.join(tokenizer_dir, name)
+        if not tf.io.gfile.isdir(path):
+            with tf.io.gfile.GFile(path, "rb") as fh:
+                files[name] = fh.read()
+    return files
+
+
+def _load_tokenizer(files: dict[str, bytes], directory: str) -> Tokenizer:
+    """Writes ``files`` into a local ``directory`` and loads the tokenizer
+    (`Tokenizer.load` reads local paths only)."""
+    from albert_tf.tokenizers.base import Tokenizer
+
+    for name, data in files.items():
+        with open(os.path.join(directory, name), "wb") as fh:
+            fh.write(data)
+    return Tokenizer.load(directory)
+
+
+class _WriteTaskFn(beam.DoFn):
+    """One `InputTask` → its serialized tf.train.Example records, counted."""
+
+    def __init__(self, tokenizer_files: dict[str, bytes], options: ShardOptions) -> None:
+        self._tokenizer_files = tokenizer_files
+        self._options = options
+        self._writer: ShardWriter | None = None
+        self._tmp: str | None = None
+
+    def setup(self) -> None:
+        # Once per DoFn instance (a worker reuses it for many tasks).
+        self._tmp = tempfile.mkdtemp(prefix="albert_tf_tokenizer_")
+        tokenizer = _load_tokenizer(self._tokenizer_files, self._tmp)
+        self._writer = ShardWriter(tokenizer, self._options)
+
+    def process(self, task: InputTask) -> Iterator[bytes]:
+        assert self._writer is not None, "setup() did not run"
+        summary = WriteSummary()
+        try:
+            yield from self._writer.examples(task, summary)
+        except (ValueError, OSError) as e:
+            raise type(e)(f"{task.describe()}: {e}") from e
+        _count(summary)
+
+    def teardown(self) -> None:
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def _count(summary: WriteSummary) -> None:
+    """Adds one task's counts to the pipeline's counters."""
+    counts = {
+        "tasks": 1,
+        "documents": summary.documents,
+        "sentences": summary.sentences,
+        "examples": summary.examples,
+    }
+    counts |= {f"label:{k}": v for k, v in summary.label_counts.items()}
+    counts |= {f"skipped:{k}": v for k, v in summary.skipped.items()}
+    counts |= {f"notes:{k}": v for k, v in summary.notes.items()}
+    for name, value in counts.items():
+        if value:
+            Metrics.counter(COUNTER_NAMESPACE, name).inc(value)
+
+
+def _summary_from_counters(result) -> WriteSummary:
+    """A `WriteSummary` from the finished pipeline's counters."""
+    query = MetricsFilter().with_namespace(COUNTER_NAMESPACE)
+    totals: dict[str, int] = {}
+    for counter in result.metrics().query(query)["counters"]:
+        # Committed counts exclude retried bundles; not every runner has them.
+        value = counter.committed if counter.committed is not None else counter.attempted
+        name = counter.key.metric.name
+        totals[name] = totals.get(name, 0) + int(value or 0)
+    summary = WriteSummary(
+        documents=totals.pop("documents", 0),
+        sentences=totals.pop("sentences", 0),
+        examples=totals.pop("examples", 0),
+    )
+    totals.pop("tasks", None)
+    for name, value in totals.items():
+        kind, _, key = name.partition(":")
+        if kind == "label":
+            summary.label_counts[int(key)] += value
+        elif kind == "skipped":
+            summary.skipped[key] += value
+        elif kind == "notes":
+            summary.notes[key] += value
+    return summary
+
+
+def _write_json(path: str, value: object) -> None:
+    """Writes JSON through tf.io.gfile (local or remote), renamed into place."""
+    import tensorflow as tf
+
+    tmp = f"{path}.tmp{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as fh:
+        fh.write(json.dumps(value, indent=2))
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def _clear_output_dir(output_dir: str) -> None:
+    """From here on the directory does not claim to hold complete shards."""
+    import tensorflow as tf
+
+    tf.io.gfile.makedirs(output_dir)
+    meta_path = os.path.join(output_dir, METADATA_FILE)
+    if tf.io.gfile.exists(meta_path):
+        tf.io.gfile.remove(meta_path)
+    for old in tf.io.gfile.glob(os.path.join(output_dir, "pretrain-*-of-*.tfrecord")):
+        tf.io.gfile.remove(old)
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def run_beam_pipeline(
+    *,
+    tokenizer_dir: str,
+    output_dir: str,
+    inputs: str | Sequence[str] | None = None,
+    tfds_name: str | None = None,
+    tfds_split: str = "train",
+    tfds_data_dir: str | None = None,
+    tfds_text_key: str | None = None,
+    max_seq_length: int = 512,
+    sentence_task: str = "sop",
+    packing: str = "doc_sentences",
+    short_seq_prob: float = 0.1,
+    dupe_factor: int = 10,
+    num_shards: int = 16,
+    seed: int = 12345,
+    chinese_segmenter: str | Callable[[str], list[str]] | None = None,
+    task_bytes: int = TASK_BYTES,
+    pool_bytes: int = POOL_BYTES,
+    runner: str = "DirectRunner",
+    pipeline_args: Sequence[str] = (),
+    log: Callable[[str], None] | None = print,
+) -> WriteSummary:
+    """Writes the shards of `write_pretraining_data` with a Beam pipeline.
+
+    Options mean what they mean there; ``runner`` is any Beam runner name
+    (``DirectRunner``, ``DataflowRunner``, ``FlinkRunner``, ``SparkRunner``,
+    ``PortableRunner``) and ``pipeline_args`` are further Beam pipeline
+    options (``["--direct_num_workers=2", "--direct_running_mode=multi_processing"]``,
+    ``["--project=...", "--region=...", "--temp_location=gs://..."]``).
+
+    Tasks are planned here, on the launcher; the workers read them. File
+    inputs are read with ``open()``, so every worker must see them at the same
+    path (one machine, or a shared mount); tfds data and the output directory
+    may be remote (``gs://``, which Beam writes with ``apache-beam[gcp]``).
+    The tokenizer's files are read here (through tf.io.gfile) and shipped to
+    the workers. Returns the `WriteSummary` built from the pipeline's counters.
+    """
+    from albert_tf.data.masking import MaskingVocab
+
+    check_arguments(
+        inputs=inputs,
+        tfds_name=tfds_name,
+        max_seq_length=max_seq_length,
+        sentence_task=sentence_task,
+        packing=packing,
+        dupe_factor=dupe_factor,
+        num_shards=num_shards,
+    )
+    if any(a == "--runner" or a.startswith("--runner=") for a in pipeline_args):
+        raise ValueError("give the runner as runner= (--runner), not in the pipeline options")
+    if chinese_segmenter is not None:
+        get_segmenter(chinese_segmenter)  # fail fast if jieba is missing
+    start = time.time()
+    if not _is_remote(tokenizer_dir):
+        tokenizer_dir = os.path.abspath(tokenizer_dir)
+    tokenizer_files = read_tokenizer_files(tokenizer_dir)
+    local_copy = tempfile.mkdtemp(prefix="albert_tf_tokenizer_")
+    try:
+        tokenizer = _load_tokenizer(tokenizer_files, local_copy)  # fail fast, before any work
+        # While its files exist (a WordPiece tokenizer reads its vocabulary file).
+        masking_vocab = MaskingVocab.from_tokenizer(tokenizer)
+    finally:
+        shutil.rmtree(local_copy, ignore_errors=True)
+    tasks, empty_files = plan_tasks(
+        inputs=inputs,
+        tfds_name=tfds_name,
+        tfds_split=tfds_split,
+        tfds_data_dir=tfds_data_dir,
+        tfds_text_key=tfds_text_key,
+        task_bytes=task_bytes,
+        pool_bytes=pool_bytes,
+    )
+    opts = ShardOptions(
+        num_shards=num_shards,
+        max_seq_length=max_seq_length,
+        sentence_task=sentence_task,
+        short_seq_prob=short_seq_prob,
+        dupe_factor=dupe_factor,
+        seed=seed,
+        segmenter=chinese_segmenter,
+        packing=packing,
+    )
+    if not _is_remote(output_dir):
+        output_dir = os.path.abspath(output_dir)  # workers may run elsewhere
+    _clear_output_dir(output_dir)
+
+    pipeline = beam.Pipeline(options=PipelineOptions([f"--runner={runner}", *pipeline_args]))
+    _ = (
+        pipeline
+        | "Tasks" >> beam.Create(tasks)
+        | "SpreadTasks" >> beam.Reshuffle()
+        | "Examples" >> beam.ParDo(_WriteTaskFn(tokenizer_files, opts))
+        | "Shards"
+        >> beam.io.WriteToTFRecord(
+            os.path.join(output_dir, "pretrain"),
+            file_name_suffix=".tfrecord",
+            num_shards=num_shards,
+            shard_name_template="-SSSSS-of-NNNNN",  # SHARD_PATTERN's names
+        )
+    )
+    result = pipeline.run()
+    state = result.wait_until_finish()
+    if state != PipelineState.DONE:
+        raise RuntimeError(f"the Beam pipeline ended in state {state}, not DONE")
+
+    import tensorflow as tf
+
+    summary = _summary_from_counters(result)
+    summary.tasks = len(tasks)
+    if empty_files:
+        summary.skipped["empty_file"] += empty_files
+    summary.shards = [
+        os.path.join(output_dir, SHARD_PATTERN.format(index=s, count=num_shards))
+        for s in range(num_shards)
+    ]
+    missing = [p for p in summary.shards if not tf.io.gfile.exists(p)]
+    if missing:
+        raise RuntimeError(f"the pipeline finished without writing {', '.join(missing)}")
+
+    staging = tempfile.mkdtemp(prefix="albert_tf_meta_")
+    try:
+        masking_vocab.save(staging)
+        for name in os.listdir(staging):
+            tf.io.gfile.copy(os.path.join(staging, name), os.path.join(output_dir, name), True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    summary.seconds = time.time() - start
+    meta = pretraining_metadata(
+        opts,
+        tokenizer=tokenizer,
+        tokenizer_dir=tokenizer_dir,
+        tasks=tasks,
+        tfds_name=tfds_name,
+        task_bytes=task_bytes,
+        pool_bytes=pool_bytes,
+        fingerprint=None,  # no resumption: a Beam run is redone whole
+        summary=summary,
+    )
+    meta["runner"] = runner
+    _write_json(os.path.join(output_dir, METADATA_FILE), meta)  # last: shards complete
+    if log is not None:
+        log(summary.report())
+    return summary
