@@ -22,6 +22,7 @@ ORDER = [
     "checkpoints",
     "data",
     "training",
+    "analysis",
     "serving",
     "cli",
 ]

@@ -29,6 +29,8 @@ COMMANDS: dict[str, str] = {
     "pretrain": "pretrain ALBERT with MLM + SOP (corpus to final model)",
     "data_service": "run a tf.data service dispatcher or worker that feeds pretrain",
     "evaluate_pretraining": "score a pretrained model on held-out shards",
+    "plot_metrics": "plot pretraining runs' learning curves from their metrics.jsonl",
+    "analyze_layers": "per-layer input/output L2 distance and cosine (the paper's Figure 1)",
     "finetune": "fine-tune for multiple choice",
     "export": "export a fine-tuned model as a raw-text SavedModel for TF Serving",
     "convert": "convert a Hugging Face or official TF1 checkpoint",

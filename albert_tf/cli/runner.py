@@ -41,14 +41,22 @@ def fail(command: str, message: str) -> None:
     sys.exit(USER_ERROR_EXIT_CODE)
 
 
-def run(main: Callable[[], None], command: str, required: Sequence[str] = ()) -> None:
+def run(
+    main: Callable[..., None],
+    command: str,
+    required: Sequence[str] = (),
+    arguments: str | None = None,
+) -> None:
     """Parses flags and runs ``main()`` with the shared error handling.
 
     Args:
-        main: the command's body; it reads ``absl.flags.FLAGS`` and takes no arguments.
+        main: the command's body; it reads ``absl.flags.FLAGS`` and takes no arguments
+            (with ``arguments``: the list of positional arguments).
         command: the command's name, used to prefix error messages.
         required: flags that must be given; checked after parsing, so a flagfile
             may supply them.
+        arguments: for a command that takes positional arguments (one or more), what
+            they are, e.g. ``"RUN_DIR"``; without it any positional argument is an error.
     """
 
     def parse(argv: Sequence[str]) -> list[str]:
@@ -59,13 +67,18 @@ def run(main: Callable[[], None], command: str, required: Sequence[str] = ()) ->
             raise  # unreachable: fail() exits
 
     def body(argv: list[str]) -> None:
-        if len(argv) > 1:
+        if arguments is None and len(argv) > 1:
             fail(command, f"unexpected arguments {argv[1:]}; every option is a --flag")
+        if arguments is not None and len(argv) < 2:
+            fail(command, f"give at least one {arguments} (see --helpshort)")
         missing = [name for name in required if flags.FLAGS[name].value in (None, [], "")]
         if missing:
             fail(command, f"--{missing[0]} is required (see --helpshort)")
         try:
-            main()
+            if arguments is None:
+                main()
+            else:
+                main(argv[1:])
         except USER_ERRORS as err:
             if os.environ.get("ALBERT_TF_TRACEBACK"):
                 raise

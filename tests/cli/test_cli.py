@@ -87,6 +87,16 @@ def test_console_script_runs():
             "convert",
             "/nonexistent",
         ),
+        (
+            [
+                "albert_tf.analyze_layers",
+                "--model=/nonexistent",
+                "--corpus=sample:en",
+                "--output=/tmp/x",
+            ],
+            "analyze_layers",
+            "no model directory at /nonexistent",
+        ),
         (["albert_tf.data.build_corpus"], "build_corpus", "--manual_dir is required"),
         (
             ["albert_tf.data_service", "--port=0"],
