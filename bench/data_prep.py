@@ -1,0 +1,348 @@
+"""Pretraining-data preparation at growing corpus sizes: peak memory and speed.
+
+For the shared English corpora (SOTU, Austen, World English Bible: 20 MB of
+JSON Lines) and the Chinese ones (People's Daily 1998, LibreOffice help:
+7 MB), repeated 1×, 4× and 16× into one uncompressed file each:
+
+* **peak RSS** of ``python -m albert_tf.create_pretraining_data`` (one fresh
+  process each, ``--num_workers=1 --dupe_factor=1 --max_seq_length=128``,
+  one TensorFlow thread), read from the kernel's rusage of that process;
+* **MB/s per core** of input file (the preparation's own time, without the
+  process start-up), and the same for the **tokenizer alone**
+  on the same text (sentences already in memory, batches of 2,048: the
+  physical floor of this step), and their ratio;
+* at 1×, the same preparation through **Apache Beam's DirectRunner**
+  (when ``pip install -e ".[beam]"`` is installed), as a multiset check and
+  a speed figure;
+* the **input pipeline through tf.data service** (a dispatcher and one
+  worker on loopback, in a worker process) against the in-process pipeline,
+  in batches per second, over the 1× English shards.
+
+The tokenizers (8,000 pieces: SentencePiece for English, WordPiece for
+Chinese) are trained once on the 1× text, outside the timings. Writes
+``bench/results/data_prep.json`` and prints a markdown table::
+
+    python bench/data_prep.py                      # ~25 min on 2 cores
+    python bench/data_prep.py --scales=1,4 --languages=en
+    python bench/data_prep.py --smoke              # the in-repo samples, plumbing only
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from common import REPO, SHARED_DATA, fmt, machine_info, output_path, publish
+
+CORPORA = {
+    "en": ["en_sotu.jsonl.gz", "en_austen.jsonl.gz", "en_web_bible.jsonl.gz"],
+    "zh": ["zh_peoples_daily_1998.jsonl.gz", "zh_libreoffice_help.jsonl.gz"],
+}
+TOKENIZER_KIND = {"en": "sentencepiece", "zh": "wordpiece"}
+# One core, as the issue's "per core" figures ask; the tokenizer baseline too.
+ONE_THREAD = {
+    "TF_NUM_INTRAOP_THREADS": "1",
+    "TF_NUM_INTEROP_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "CUDA_VISIBLE_DEVICES": "",
+}
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, **ONE_THREAD, "PYTHONPATH": REPO}
+
+
+def build_corpus(lang: str, work: str, smoke: bool) -> str:
+    """The 1× corpus as one uncompressed JSON Lines file."""
+    path = os.path.join(work, f"{lang}_x1.jsonl")
+    with open(path, "wb") as out:
+        if smoke:
+            sample = os.path.join(REPO, "albert_tf", "data", "sample", f"{lang}_sample.jsonl")
+            with open(sample, "rb") as fh:
+                shutil.copyfileobj(fh, out)
+            return path
+        for name in CORPORA[lang]:
+            with gzip.open(os.path.join(SHARED_DATA, "corpus", name), "rb") as fh:
+                shutil.copyfileobj(fh, out)
+    return path
+
+
+def repeat(path: str, times: int) -> str:
+    if times == 1:
+        return path
+    out_path = path.replace("_x1.", f"_x{times}.")
+    with open(out_path, "wb") as out:
+        for _ in range(times):
+            with open(path, "rb") as fh:
+                shutil.copyfileobj(fh, out)
+    return out_path
+
+
+def train_tokenizer(lang: str, corpus: str, out: str, smoke: bool) -> None:
+    code = f"""
+import itertools
+from albert_tf.data import iter_sentences
+from albert_tf.tokenizers import train_sentencepiece, train_wordpiece
+sentences = list(itertools.islice(iter_sentences([{corpus!r}]), 300_000))
+train = train_sentencepiece if {TOKENIZER_KIND[lang]!r} == "sentencepiece" else train_wordpiece
+train(sentences, {out!r}, vocab_size={2000 if smoke else 8000})
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, env=_env(), cwd=REPO)
+
+
+def run_measured(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Runs ``cmd``; its wall time, exit code and output."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - start
+    return {"returncode": proc.returncode, "wall_s": wall, "stdout": stdout, "stderr": stderr}
+
+
+def wrapped(cmd: list[str]) -> list[str]:
+    """``cmd`` under a tiny wrapper that prints that child's own peak RSS
+    (``wait4``'s rusage: this process alone, not the maximum over all children)."""
+    code = (
+        "import os, subprocess, sys, resource, json\n"
+        "p = subprocess.Popen(sys.argv[1:])\n"
+        "_, status, usage = os.wait4(p.pid, 0)\n"
+        "print('@@RSS@@' + json.dumps({'peak_rss_mb': usage.ru_maxrss / 1024,"
+        " 'status': os.waitstatus_to_exitcode(status)}), flush=True)\n"
+    )
+    return [sys.executable, "-c", code, *cmd]
+
+
+def prepare(corpus: str, tokenizer: str, out: str, extra: list[str] | None = None) -> dict:
+    cmd = [
+        sys.executable,
+        "-m",
+        "albert_tf.create_pretraining_data",
+        f"--input={corpus}",
+        f"--tokenizer_dir={tokenizer}",
+        f"--output_dir={out}",
+        "--num_workers=1",
+        "--dupe_factor=1",
+        "--max_seq_length=128",
+        "--num_shards=4",
+        *(extra or []),
+    ]
+    result = run_measured(wrapped(cmd), _env())
+    line = [ln for ln in result["stdout"].decode().splitlines() if ln.startswith("@@RSS@@")]
+    info = json.loads(line[-1][len("@@RSS@@") :]) if line else {}
+    mb = os.path.getsize(corpus) / 1e6
+    report = {
+        "input_mb": round(mb, 1),
+        "process_wall_s": round(result["wall_s"], 1),
+        "peak_rss_mb": round(info.get("peak_rss_mb", float("nan")), 1),
+    }
+    if info.get("status", result["returncode"]) != 0:
+        report["error"] = result["stderr"].decode()[-2000:]
+        return report
+    meta = json.load(open(os.path.join(out, "metadata.json")))  # noqa: SIM115
+    seconds = meta["summary"]["seconds"]
+    report.update(
+        # The preparation's own time (as it reports it): without the process's
+        # start-up (importing TensorFlow), a fixed cost whatever the corpus.
+        prepare_s=seconds,
+        mb_per_s=round(mb / seconds, 3),
+        documents=meta["summary"]["documents"],
+        examples=meta["summary"]["examples"],
+        tasks=meta["summary"]["tasks"],
+    )
+    return report
+
+
+def tokenizer_speed(corpus: str, tokenizer: str) -> dict[str, Any]:
+    """The tokenizer alone on the same sentences, in one thread."""
+    code = f"""
+import json, time
+import tensorflow as tf
+from albert_tf.data import read_documents
+from albert_tf.tokenizers import load_tokenizer
+tok = load_tokenizer({tokenizer!r})
+sentences = [s for d in read_documents({corpus!r}) for s in d]
+nbytes = sum(len(s.encode()) for s in sentences)
+batches = [tf.constant(sentences[i:i + 2048]) for i in range(0, len(sentences), 2048)]
+tok.tokenize(batches[0])
+start = time.perf_counter()
+pieces = 0
+for b in batches:
+    pieces += int(tf.size(tok.tokenize(b).flat_values))
+wall = time.perf_counter() - start
+print("@@TOK@@" + json.dumps({{"text_mb": nbytes / 1e6, "wall_s": wall, "pieces": pieces}}))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=REPO
+    )
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("@@TOK@@")]
+    if not line:
+        return {"error": out.stderr[-2000:]}
+    r = json.loads(line[-1][len("@@TOK@@") :])
+    # Per MB of *input file* (JSON included), so it compares with prepare's MB/s.
+    file_mb = os.path.getsize(corpus) / 1e6
+    return {
+        "sentence_text_mb": round(r["text_mb"], 1),
+        "wall_s": round(r["wall_s"], 1),
+        "mb_per_s": round(file_mb / r["wall_s"], 3),
+        "pieces": r["pieces"],
+    }
+
+
+def beam_prepare(corpus: str, tokenizer: str, out: str) -> dict[str, Any]:
+    try:
+        import apache_beam  # noqa: F401
+    except ImportError:
+        return {"skipped": "apache-beam is not installed (pip install -e '.[beam]')"}
+    return prepare(corpus, tokenizer, out, ["--runner=DirectRunner"])
+
+
+def records(directory: str) -> dict[bytes, int]:
+    import collections
+    import glob
+
+    import tensorflow as tf
+
+    files = sorted(glob.glob(os.path.join(directory, "pretrain-*.tfrecord")))
+    return collections.Counter(r.numpy() for r in tf.data.TFRecordDataset(files))
+
+
+def input_pipeline_speed(shards: str, batches: int) -> dict[str, Any]:
+    """Batches per second of the pretraining input, in process and through a
+    tf.data service dispatcher + worker on loopback (in one worker process)."""
+    code = f"""
+import json, time
+import tensorflow as tf
+from albert_tf.data.pipeline import pretraining_dataset
+files = tf.io.gfile.glob({shards!r} + "/pretrain-*.tfrecord")
+def rate(**kw):
+    ds = pretraining_dataset(files, batch_size=64, max_seq_length=128, **kw)
+    it = iter(ds)
+    for _ in range(5):
+        next(it)
+    start = time.perf_counter()
+    for _ in range({batches}):
+        next(it)
+    return {batches} / (time.perf_counter() - start)
+result = {{"in_process_batches_per_s": rate()}}
+dispatcher = tf.data.experimental.service.DispatchServer()
+address = dispatcher.target.split("://")[1]
+worker = tf.data.experimental.service.WorkerServer(
+    tf.data.experimental.service.WorkerConfig(dispatcher_address=address))
+result["data_service_batches_per_s"] = rate(data_service=dispatcher.target)
+print("@@PIPE@@" + json.dumps(result))
+"""
+    env = {**_env(), "TF_NUM_INTRAOP_THREADS": "2", "TF_NUM_INTEROP_THREADS": "2"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO
+    )
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("@@PIPE@@")]
+    if not line:
+        return {"error": out.stderr[-3000:]}
+    r = json.loads(line[-1][len("@@PIPE@@") :])
+    r = {k: round(v, 2) for k, v in r.items()}
+    r["service_vs_in_process"] = round(
+        r["data_service_batches_per_s"] / r["in_process_batches_per_s"], 3
+    )
+    return r
+
+
+def table(report: dict[str, Any]) -> str:
+    lines = [
+        "| corpus | input MB | peak RSS MB | RSS vs 1× | prepare MB/s/core | tokenizer MB/s | "
+        "prepare / tokenizer | examples |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for lang, runs in report["results"].items():
+        base = runs.get("x1", {}).get("peak_rss_mb")
+        for scale, r in runs.items():
+            if not scale.startswith("x"):
+                continue
+            tok = r.get("tokenizer", {})
+            lines.append(
+                f"| {lang} {scale} | {fmt(r.get('input_mb'), '.1f')} | "
+                f"{fmt(r.get('peak_rss_mb'), '.0f')} | "
+                f"{fmt(r['peak_rss_mb'] / base if base and 'peak_rss_mb' in r else None, '.3f')} | "
+                f"{fmt(r.get('mb_per_s'), '.3f')} | {fmt(tok.get('mb_per_s'), '.3f')} | "
+                f"{fmt(r['mb_per_s'] / tok['mb_per_s'] if tok.get('mb_per_s') else None, '.2f')} | "
+                f"{r.get('examples', '-')} |"
+            )
+        beam = runs.get("beam")
+        if beam and "mb_per_s" in beam:
+            lines.append(
+                f"| {lang} x1, Beam DirectRunner | {fmt(beam['input_mb'], '.1f')} | "
+                f"{fmt(beam.get('peak_rss_mb'), '.0f')} | | {fmt(beam['mb_per_s'], '.3f')} | | "
+                f"{fmt(beam['mb_per_s'] / runs['x1']['tokenizer']['mb_per_s'], '.2f')} | "
+                f"same multiset: {beam.get('same_multiset')} |"
+            )
+    pipe = report.get("input_pipeline", {})
+    if "in_process_batches_per_s" in pipe:
+        lines.append("")
+        lines.append(
+            f"Input pipeline (batch 64 × 128): in process {pipe['in_process_batches_per_s']} "
+            f"batches/s; through tf.data service on loopback "
+            f"{pipe['data_service_batches_per_s']} ({pipe['service_vs_in_process']:.2f}×)."
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scales", default="1,4,16")
+    parser.add_argument("--languages", default="en,zh")
+    parser.add_argument("--pipeline_batches", type=int, default=200)
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--output", default=None)
+    args = parser.parse_args()
+    scales = [int(s) for s in args.scales.split(",")]
+    work = tempfile.mkdtemp(prefix="bench_data_prep_")
+    report: dict[str, Any] = {
+        "machine": machine_info(),
+        "settings": "num_workers=1, dupe_factor=1, max_seq_length=128, 1 TF thread",
+        "results": {},
+    }
+    try:
+        for lang in args.languages.split(","):
+            runs: dict[str, Any] = {}
+            base = build_corpus(lang, work, args.smoke)
+            tokenizer = os.path.join(work, f"tok_{lang}")
+            train_tokenizer(lang, base, tokenizer, args.smoke)
+            for scale in scales:
+                corpus = repeat(base, scale)
+                out = os.path.join(work, f"out_{lang}_{scale}")
+                r = prepare(corpus, tokenizer, out)
+                r["tokenizer"] = tokenizer_speed(corpus, tokenizer)
+                runs[f"x{scale}"] = r
+                print(f"[{lang} x{scale}] {json.dumps(r)}", flush=True)
+                if scale != 1:
+                    os.remove(corpus)
+                    shutil.rmtree(out)
+            beam_out = os.path.join(work, f"beam_{lang}")
+            beam = beam_prepare(base, tokenizer, beam_out)
+            if "mb_per_s" in beam:
+                beam["same_multiset"] = records(beam_out) == records(
+                    os.path.join(work, f"out_{lang}_1")
+                )
+            runs["beam"] = beam
+            print(f"[{lang} beam] {json.dumps(beam)}", flush=True)
+            if lang == "en":
+                report["input_pipeline"] = input_pipeline_speed(
+                    os.path.join(work, "out_en_1"), args.pipeline_batches
+                )
+                print(f"[pipeline] {json.dumps(report['input_pipeline'])}", flush=True)
+            report["results"][lang] = runs
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    publish(report, output_path(args, "data_prep"), table(report))
+
+
+if __name__ == "__main__":
+    main()
