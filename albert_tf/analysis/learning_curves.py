@@ -113,7 +113,9 @@ def _sentence_name(curves: Sequence[dict[str, Any]]) -> str:
 def plot_learning_curves(curves: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> None:
     """MLM loss and accuracy, sentence-task loss and accuracy: one colour per run,
     training windows thin, held-out evaluations with markers, the unigram baseline
-    dotted."""
+    dotted; one legend for the figure."""
+    from matplotlib.lines import Line2D
+
     sentence = _sentence_name(curves)
     titles = {
         "mlm_loss": "MLM loss",
@@ -122,34 +124,33 @@ def plot_learning_curves(curves: Sequence[dict[str, Any]], path: str | os.PathLi
         "sop_accuracy": f"{sentence} accuracy",
     }
     baselines = {"mlm_loss": "unigram_mlm_loss", "mlm_accuracy": "unigram_mlm_accuracy"}
-    figure, panels = new_figure(2, 2, width=11, height=7)
+    figure, panels = new_figure(2, 2, width=10, height=7)
+    handles = []
     for index, curve in enumerate(curves):
         colour = f"C{index % 10}"
-        name = _legend_name(curve)
+        handles.append(Line2D([], [], color=colour, lw=2.5, label=_legend_name(curve)))
         for axes, series in zip(panels, SERIES, strict=True):
             train, held_out = curve["train"].get(series), curve["eval"].get(series)
             if train:
-                axes.plot(
-                    train["step"], train["value"], color=colour, lw=0.8, alpha=0.6,
-                    label=f"{name}, train",
-                )  # fmt: skip
+                axes.plot(train["step"], train["value"], color=colour, lw=0.8, alpha=0.6)
             if held_out:
-                axes.plot(
-                    held_out["step"], held_out["value"], color=colour, marker="o", lw=1.8,
-                    label=f"{name}, held-out",
-                )  # fmt: skip
+                axes.plot(held_out["step"], held_out["value"], color=colour, marker="o", lw=1.8)
             baseline = curve.get(baselines.get(series, ""))
             if baseline is not None:
-                axes.axhline(
-                    baseline, color=colour, ls=":", lw=1.2, label=f"{name}, unigram baseline"
-                )
+                axes.axhline(baseline, color=colour, ls=":", lw=1.2)
     if panels[3].has_data():
-        panels[3].axhline(0.5, color="grey", ls="--", lw=0.8, label="chance")
+        panels[3].axhline(0.5, color="grey", ls="--", lw=0.8)
+    # Line styles, once for every run.
+    handles += [
+        Line2D([], [], color="black", lw=0.8, alpha=0.6, label="training (logging windows)"),
+        Line2D([], [], color="black", lw=1.8, marker="o", label="held-out"),
+        Line2D([], [], color="black", ls=":", lw=1.2, label="unigram baseline"),
+        Line2D([], [], color="grey", ls="--", lw=0.8, label="chance"),
+    ]
     for axes, series in zip(panels, SERIES, strict=True):
         axes.set(title=titles[series], xlabel="step")
         axes.grid(alpha=0.3)
-        if axes.has_data():
-            axes.legend(fontsize="x-small")
-        else:
+        if not axes.has_data():
             axes.text(0.5, 0.5, "not logged", ha="center", transform=axes.transAxes)
-    save_figure(figure, path)
+    figure.legend(handles=handles, loc="outside lower center", ncols=3, fontsize="small")
+    save_figure(figure, path, dpi=90)
