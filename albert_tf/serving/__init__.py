@@ -11,9 +11,10 @@ from albert_tf.serving.export import (
     next_version,
     read_finetune_settings,
 )
-from albert_tf.serving.multiple_choice_module import MultipleChoiceServingModule
+from albert_tf.serving.multiple_choice_module import LIMITS, MultipleChoiceServingModule
 
 __all__ = [
+    "LIMITS",
     "SETTINGS_FILE",
     "MultipleChoiceServingModule",
     "export_saved_model",

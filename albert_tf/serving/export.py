@@ -6,7 +6,8 @@ numeric version)::
     BASE/NAME/<version>/
       saved_model.pb, variables/      signatures serving_default, score_ids, tokenize
       assets/                         tokenizer assets the graph reads (vocab.txt)
-      assets.extra/albert_tf.json     settings and provenance (ignored by TF Serving)
+      assets.extra/albert_tf.json     settings, request limits and provenance (ignored by
+                                      TF Serving)
       assets.extra/model_card.json    what the model was trained on and how it scored
                                       (when given; the Streamlit app shows it)
       assets.extra/tokenizer/         the tokenizer, for clients that tokenise themselves
@@ -22,7 +23,7 @@ import time
 import tensorflow as tf
 
 from albert_tf import kernels
-from albert_tf.serving.multiple_choice_module import MultipleChoiceServingModule
+from albert_tf.serving.multiple_choice_module import LIMITS, MultipleChoiceServingModule
 from albert_tf.training.finetuning import SETTINGS_FILE  # fine-tuning writes it, we read it
 
 METADATA_FILE = "albert_tf.json"
@@ -144,6 +145,8 @@ def export_saved_model(
         "max_seq_length": max_seq_length,
         "max_qa_length": max_qa_length,
         "context_keep": context_keep,
+        # What the signatures refuse (InvalidArgumentError), for clients to check first.
+        "limits": LIMITS,
         "vocab_size": model.config.vocab_size,
         "checkpoint": os.path.abspath(checkpoint_dir),
         "finetune": settings,

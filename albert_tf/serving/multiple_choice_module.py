@@ -10,6 +10,83 @@ _TEXT = tf.TensorSpec([None], tf.string)
 _OPTIONS = tf.TensorSpec([None, None], tf.string)
 _IDS = tf.TensorSpec([None, None, None], tf.int32)
 
+# Limits on one item, checked before tokenisation so that a hostile request fails
+# in milliseconds. Tokenising the question and option is repeated for every option,
+# the context once per item: with these limits the worst item costs about 10 s on
+# 2 loaded CPU cores (docs/serving.md, "When things go wrong"). The export records
+# them in assets.extra/albert_tf.json.
+MAX_OPTIONS = 64  # width of `options` (padding "" included) or of the ids' option axis
+MAX_CONTEXT_CHARS = 100_000
+MAX_QUESTION_CHARS = 20_000
+MAX_OPTION_CHARS = 20_000
+# The text read with each option: the question with every `_` replaced by the option
+# (else question, space, option). Bounds questions with many blanks, which multiply.
+MAX_QA_CHARS = MAX_QUESTION_CHARS + 1 + MAX_OPTION_CHARS
+LIMITS = {
+    "max_options": MAX_OPTIONS,
+    "max_context_chars": MAX_CONTEXT_CHARS,
+    "max_question_chars": MAX_QUESTION_CHARS,
+    "max_option_chars": MAX_OPTION_CHARS,
+    "max_qa_chars": MAX_QA_CHARS,
+}
+
+
+def _at_most(value: tf.Tensor, limit: int, name: str, what: str) -> tf.Operation:
+    """An assertion whose error names the limit and, via ``name``, the value."""
+    return tf.debugging.assert_less_equal(
+        tf.identity(value, name=name),
+        tf.cast(limit, value.dtype),
+        message=f"{what} exceeds the serving limit of {limit:,} (x below is the value)",
+    )
+
+
+def _text_checks(context: tf.Tensor, question: tf.Tensor, options: tf.Tensor) -> list:
+    """Batch sizes, one present option per item and the `LIMITS`: cheap, no tokenising."""
+
+    def chars(x: tf.Tensor) -> tf.Tensor:
+        return tf.cast(tf.strings.length(x, unit="UTF8_CHAR"), tf.int64)
+
+    question_chars, option_chars = chars(question), chars(options)
+    blanks = question_chars - chars(tf.strings.regex_replace(question, "_", ""))
+    qa_chars = tf.where(
+        blanks[:, None] > 0,
+        (question_chars - blanks)[:, None] + blanks[:, None] * option_chars,
+        question_chars[:, None] + 1 + option_chars,
+    )
+    batch = tf.shape(options)[0]
+    return [
+        tf.debugging.assert_equal(
+            tf.shape(context)[0],
+            batch,
+            message="context and options must have the same batch size",
+        ),
+        tf.debugging.assert_equal(
+            tf.shape(question)[0],
+            batch,
+            message="question and options must have the same batch size",
+        ),
+        _at_most(tf.shape(options)[1], MAX_OPTIONS, "options_per_item", "options per item"),
+        _at_most(
+            tf.reduce_max(chars(context)), MAX_CONTEXT_CHARS, "context_chars", "context length"
+        ),
+        _at_most(
+            tf.reduce_max(question_chars), MAX_QUESTION_CHARS, "question_chars", "question length"
+        ),
+        _at_most(tf.reduce_max(option_chars), MAX_OPTION_CHARS, "option_chars", "option length"),
+        _at_most(
+            tf.reduce_max(qa_chars),
+            MAX_QA_CHARS,
+            "question_with_option_chars",
+            "length of the question with the option filled into its blanks",
+        ),
+        tf.debugging.assert_equal(
+            tf.reduce_all(tf.reduce_any(option_chars > 0, axis=1)),
+            True,
+            message="every item needs at least one non-empty option "
+            "(an empty string marks an absent option)",
+        ),
+    ]
+
 
 class MultipleChoiceServingModule(tf.Module):
     """Signatures of the exported multiple-choice SavedModel.
@@ -22,6 +99,10 @@ class MultipleChoiceServingModule(tf.Module):
       each, for clients that tokenise themselves: same outputs.
     * ``tokenize(context, question, options)``: the packed ids plus the pieces
       as strings and truncation flags, for display and debugging.
+
+    An empty batch (B = 0) gets empty outputs ([0, C] and [0]). Requests past
+    the `LIMITS` (options per item, characters per field) fail with
+    ``InvalidArgumentError`` naming the limit and the value, before tokenisation.
 
     Args:
         model: an `AlbertMultipleChoice`.
@@ -61,26 +142,10 @@ class MultipleChoiceServingModule(tf.Module):
         self.context_keep = context_keep
 
     def _pack(self, context, question, options):
-        batch = tf.shape(options)[0]
-        checks = [
-            tf.debugging.assert_equal(
-                tf.shape(context)[0],
-                batch,
-                message="context and options must have the same batch size",
-            ),
-            tf.debugging.assert_equal(
-                tf.shape(question)[0],
-                batch,
-                message="question and options must have the same batch size",
-            ),
-            tf.debugging.assert_equal(
-                tf.reduce_all(tf.reduce_any(tf.strings.length(options) > 0, axis=1)),
-                True,
-                message="every item needs at least one non-empty option "
-                "(an empty string marks an absent option)",
-            ),
-        ]
-        with tf.control_dependencies(checks):
+        # Every input waits for the checks, so nothing is tokenised before they pass.
+        with tf.control_dependencies(_text_checks(context, question, options)):
+            context = tf.identity(context)
+            question = tf.identity(question)
             options = tf.identity(options)
         return pack_multiple_choice(
             self.tokenizer,
@@ -93,18 +158,33 @@ class MultipleChoiceServingModule(tf.Module):
         )
 
     def _score(self, token_ids, segment_ids, padding_mask):
-        logits = self.model(
-            {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
-            training=False,
-        )
-        logits = tf.cast(logits, tf.float32)
-        present = tf.reduce_any(padding_mask > 0, axis=-1)
-        probabilities = tf.where(present, tf.nn.softmax(logits, axis=-1), 0.0)
-        return {
-            "probabilities": probabilities,
-            "logits": logits,
-            "prediction": tf.argmax(logits, axis=-1, output_type=tf.int64),
-        }
+        def run_model():
+            logits = self.model(
+                {
+                    "token_ids": token_ids,
+                    "segment_ids": segment_ids,
+                    "padding_mask": padding_mask,
+                },
+                training=False,
+            )
+            logits = tf.cast(logits, tf.float32)
+            present = tf.reduce_any(padding_mask > 0, axis=-1)
+            return {
+                "probabilities": tf.where(present, tf.nn.softmax(logits, axis=-1), 0.0),
+                "logits": logits,
+                "prediction": tf.argmax(logits, axis=-1, output_type=tf.int64),
+            }
+
+        def empty_batch():
+            # The encoder cannot run on zero sequences: an empty batch gets empty answers.
+            nothing = tf.zeros([0, tf.shape(token_ids)[1]], tf.float32)
+            return {
+                "probabilities": nothing,
+                "logits": nothing,
+                "prediction": tf.zeros([0], tf.int64),
+            }
+
+        return tf.cond(tf.shape(token_ids)[0] > 0, run_model, empty_batch)
 
     @tf.function(input_signature=[_TEXT, _TEXT, _OPTIONS])
     def serving_default(self, context, question, options):
@@ -114,6 +194,17 @@ class MultipleChoiceServingModule(tf.Module):
     @tf.function(input_signature=[_IDS, _IDS, _IDS])
     def score_ids(self, token_ids, segment_ids, padding_mask):
         checks = [
+            tf.debugging.assert_equal(
+                tf.shape(segment_ids),
+                tf.shape(token_ids),
+                message="segment_ids and token_ids must have the same shape",
+            ),
+            tf.debugging.assert_equal(
+                tf.shape(padding_mask),
+                tf.shape(token_ids),
+                message="padding_mask and token_ids must have the same shape",
+            ),
+            _at_most(tf.shape(token_ids)[1], MAX_OPTIONS, "options_per_item", "options per item"),
             tf.debugging.assert_equal(
                 tf.reduce_all(tf.reduce_any(tf.reduce_any(padding_mask > 0, -1), -1)),
                 True,
@@ -133,6 +224,8 @@ class MultipleChoiceServingModule(tf.Module):
         ]
         with tf.control_dependencies(checks):
             token_ids = tf.identity(token_ids)
+            segment_ids = tf.identity(segment_ids)
+            padding_mask = tf.identity(padding_mask)
         return self._score(token_ids, segment_ids, padding_mask)
 
     @tf.function(input_signature=[_TEXT, _TEXT, _OPTIONS])
