@@ -12,8 +12,11 @@ JSON Lines) and the Chinese ones (People's Daily 1998, LibreOffice help:
   on the same text (sentences already in memory, batches of 2,048: the
   physical floor of this step), and their ratio;
 * at 1×, the same preparation through **Apache Beam's DirectRunner**
-  (when ``pip install -e ".[beam]"`` is installed), as a multiset check and
-  a speed figure;
+  (when ``pip install -e ".[beam]"`` is installed), as a multiset check;
+* at 1×, the **throughput ratios** that count: the tokenizer alone, the
+  local preparation and the Beam DirectRunner alternated ``--rounds`` times
+  in one process (medians), so that the machine's other load weighs on all
+  three alike;
 * the **input pipeline through tf.data service** (a dispatcher and one
   worker on loopback, in a worker process) against the in-process pipeline,
   in batches per second, over the 1× English shards.
@@ -34,6 +37,7 @@ import gzip
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -197,6 +201,61 @@ print("@@TOK@@" + json.dumps({{"text_mb": nbytes / 1e6, "wall_s": wall, "pieces"
     }
 
 
+def paired_speed(corpus: str, tokenizer: str, work: str, rounds: int) -> dict[str, Any]:
+    """Throughput ratios measured in one process, alternating: the tokenizer
+    alone on the corpus's sentences (in memory, batches of 2,048), the local
+    preparation, and (when installed) the Beam DirectRunner, ``rounds`` times
+    each; medians. Alternating evens out what else the machine is doing."""
+    code = f"""
+import json, shutil, statistics, time
+import tensorflow as tf
+from albert_tf.data import read_documents
+from albert_tf.data.shards import write_pretraining_data
+from albert_tf.tokenizers import load_tokenizer
+try:
+    from albert_tf.data.beam_pipeline import run_beam_pipeline
+except ImportError:
+    run_beam_pipeline = None
+tok = load_tokenizer({tokenizer!r})
+sentences = [s for d in read_documents({corpus!r}) for s in d]
+tok.tokenize(tf.constant(sentences[:8]))
+common = dict(output_dir={work!r} + "/paired", inputs=[{corpus!r}], max_seq_length=128,
+              dupe_factor=1, num_shards=4, log=None)
+times = {{"tokenizer": [], "local": [], "beam": []}}
+for _ in range({rounds}):
+    start = time.perf_counter()
+    for i in range(0, len(sentences), 2048):
+        tok.tokenize(tf.constant(sentences[i:i + 2048]))
+    times["tokenizer"].append(time.perf_counter() - start)
+    start = time.perf_counter()
+    write_pretraining_data(tokenizer={tokenizer!r}, show_progress=False, **common)
+    times["local"].append(time.perf_counter() - start)
+    shutil.rmtree(common["output_dir"])
+    if run_beam_pipeline is not None:
+        start = time.perf_counter()
+        run_beam_pipeline(tokenizer_dir={tokenizer!r}, **common)
+        times["beam"].append(time.perf_counter() - start)
+        shutil.rmtree(common["output_dir"])
+print("@@PAIRED@@" + json.dumps(times))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=REPO
+    )
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("@@PAIRED@@")]
+    if not line:
+        return {"error": out.stderr[-3000:]}
+    times = json.loads(line[-1][len("@@PAIRED@@") :])
+    mb = os.path.getsize(corpus) / 1e6
+    result: dict[str, Any] = {"input_mb": round(mb, 1), "rounds": rounds, "seconds": times}
+    medians = {k: statistics.median(v) for k, v in times.items() if v}
+    for name, seconds in medians.items():
+        result[f"{name}_mb_per_s"] = round(mb / seconds, 3)
+    for name in ("local", "beam"):
+        if name in medians:
+            result[f"{name}_vs_tokenizer"] = round(medians["tokenizer"] / medians[name], 3)
+    return result
+
+
 def beam_prepare(corpus: str, tokenizer: str, out: str) -> dict[str, Any]:
     try:
         import apache_beam  # noqa: F401
@@ -283,6 +342,20 @@ def table(report: dict[str, Any]) -> str:
                 f"{fmt(beam['mb_per_s'] / runs['x1']['tokenizer']['mb_per_s'], '.2f')} | "
                 f"same multiset: {beam.get('same_multiset')} |"
             )
+    lines += ["", "Against the tokenizer alone, alternated in one process (medians):", ""]
+    lines += [
+        "| corpus | tokenizer MB/s | local MB/s | local / tokenizer | Beam MB/s | "
+        "Beam / tokenizer |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for lang, runs in report["results"].items():
+        p = runs.get("paired", {})
+        if "tokenizer_mb_per_s" in p:
+            lines.append(
+                f"| {lang} x1 | {p['tokenizer_mb_per_s']:.3f} | {p['local_mb_per_s']:.3f} | "
+                f"{p['local_vs_tokenizer']:.2f} | {fmt(p.get('beam_mb_per_s'), '.3f')} | "
+                f"{fmt(p.get('beam_vs_tokenizer'), '.2f')} |"
+            )
     pipe = report.get("input_pipeline", {})
     if "in_process_batches_per_s" in pipe:
         lines.append("")
@@ -299,10 +372,15 @@ def main() -> None:
     parser.add_argument("--scales", default="1,4,16")
     parser.add_argument("--languages", default="en,zh")
     parser.add_argument("--pipeline_batches", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3, help="paired speed rounds")
+    parser.add_argument(
+        "--parts", default="scales,beam,paired,pipeline", help="what to measure (all by default)"
+    )
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--output", default=None)
     args = parser.parse_args()
-    scales = [int(s) for s in args.scales.split(",")]
+    parts = set(args.parts.split(","))
+    scales = [int(s) for s in args.scales.split(",")] if "scales" in parts else []
     work = tempfile.mkdtemp(prefix="bench_data_prep_")
     report: dict[str, Any] = {
         "machine": machine_info(),
@@ -315,6 +393,9 @@ def main() -> None:
             base = build_corpus(lang, work, args.smoke)
             tokenizer = os.path.join(work, f"tok_{lang}")
             train_tokenizer(lang, base, tokenizer, args.smoke)
+            if 1 not in scales and {"beam", "pipeline"} & parts:
+                # the 1x shards the Beam multiset and the input pipeline use
+                prepare(base, tokenizer, os.path.join(work, f"out_{lang}_1"))
             for scale in scales:
                 corpus = repeat(base, scale)
                 out = os.path.join(work, f"out_{lang}_{scale}")
@@ -325,15 +406,19 @@ def main() -> None:
                 if scale != 1:
                     os.remove(corpus)
                     shutil.rmtree(out)
-            beam_out = os.path.join(work, f"beam_{lang}")
-            beam = beam_prepare(base, tokenizer, beam_out)
-            if "mb_per_s" in beam:
-                beam["same_multiset"] = records(beam_out) == records(
-                    os.path.join(work, f"out_{lang}_1")
-                )
-            runs["beam"] = beam
-            print(f"[{lang} beam] {json.dumps(beam)}", flush=True)
-            if lang == "en":
+            if "beam" in parts:
+                beam_out = os.path.join(work, f"beam_{lang}")
+                beam = beam_prepare(base, tokenizer, beam_out)
+                if "mb_per_s" in beam:
+                    beam["same_multiset"] = records(beam_out) == records(
+                        os.path.join(work, f"out_{lang}_1")
+                    )
+                runs["beam"] = beam
+                print(f"[{lang} beam] {json.dumps(beam)}", flush=True)
+            if "paired" in parts:
+                runs["paired"] = paired_speed(base, tokenizer, work, args.rounds)
+                print(f"[{lang} paired] {json.dumps(runs['paired'])}", flush=True)
+            if lang == "en" and "pipeline" in parts:
                 report["input_pipeline"] = input_pipeline_speed(
                     os.path.join(work, "out_en_1"), args.pipeline_batches
                 )
