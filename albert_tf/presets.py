@@ -55,10 +55,25 @@ PRESETS["albert_tiny_zh"] = AlbertConfig(
 )
 
 
+class UnknownPresetError(KeyError, ValueError):
+    """A preset name that is not in `PRESETS`: a KeyError for lookups, and a
+    ValueError, the kind of mistake commands report in one line."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
 def get_preset(name: str) -> AlbertConfig:
+    """The preset's config; an unknown name lists the known ones.
+
+    >>> get_preset("albert_base_v3")
+    Traceback (most recent call last):
+    ...
+    albert_tf.presets.UnknownPresetError: Unknown preset 'albert_base_v3'. Known presets: ...
+    """
     try:
         return PRESETS[name]
     except KeyError:
-        raise KeyError(
+        raise UnknownPresetError(
             f"Unknown preset {name!r}. Known presets: {', '.join(sorted(PRESETS))}."
         ) from None

@@ -98,6 +98,7 @@ def test_console_script_runs():
             "no model directory at /nonexistent",
         ),
         (["albert_tf.data.build_corpus"], "build_corpus", "--manual_dir is required"),
+        (["albert_tf.params", "--preset=nope"], "params", "Unknown preset 'nope'. Known presets"),
         (
             ["albert_tf.data_service", "--port=0"],
             "data_service",
