@@ -14,7 +14,7 @@ variant       what one step runs
 compute       forward + backward of MLM + SOP on the worker's batch, no collective
 reduce        one all-reduce of gradient-shaped float32 tensors, nothing else
 compute+1ar   compute, then one all-reduce of every gradient
-compute+2ar   compute, then two all-reduces in a row (what `trainer` does: its own
+compute+2ar   compute, then two all-reduces in a row (`trainer` before the fix: its own
               all-reduce before clipping, then Keras' inside `optimizer.apply`)
 trainer       the package's training step (`PretrainingSteps.train_fn`: all-reduce,
               clipping, LAMB)

@@ -9,8 +9,9 @@ and biases get neither weight decay nor the trust ratio.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import keras
 import tensorflow as tf
@@ -65,6 +66,28 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
         self.layer_adaptation = layer_adaptation
         self.exclude = tuple(exclude)
         self._exclude_re = re.compile("|".join(map(re.escape, self.exclude))) if exclude else None
+        self._gradients_reduced = False
+
+    @contextlib.contextmanager
+    def gradients_already_reduced(self) -> Iterator[None]:
+        """``apply`` calls traced inside take gradients that are already the
+        sum over replicas (and identical on every replica).
+
+        Keras' TensorFlow optimizer all-reduces the gradients in a replica
+        context; a caller that reduced them itself (to clip the global norm of
+        the summed gradient) would otherwise send every gradient twice.
+        Tracing-time state: it affects the graph built inside the block.
+        """
+        previous, self._gradients_reduced = self._gradients_reduced, True
+        try:
+            yield
+        finally:
+            self._gradients_reduced = previous
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        if self._gradients_reduced:
+            return list(grads_and_vars)
+        return super()._all_reduce_sum_gradients(grads_and_vars)
 
     def build(self, var_list):
         if self.built:

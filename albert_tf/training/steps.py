@@ -4,10 +4,11 @@
   worker reads the global batch and each replica keeps its slice (see
   `PretrainingSteps.distribute`), so N workers train exactly like one worker.
 * Losses are per-replica *sums* divided by counts all-reduced over replicas.
-* Gradients are all-reduced, clipped by global norm, then handed to the
-  optimizer divided by the replica count (Keras all-reduces by summing
-  again); Keras' own ``global_clipnorm`` would clip each replica's partial
-  gradient before the reduction.
+* Gradients are all-reduced once, clipped by global norm, then applied
+  without Keras all-reducing them again
+  (`AlbertOptimizer.gradients_already_reduced`); Keras' own
+  ``global_clipnorm`` would clip each replica's partial gradient before the
+  reduction.
 * Gradient accumulation sums micro-batch gradients in ON_READ variables,
   each normalised by the counts of the whole step, so k micro-batches give
   the gradient of one k-times-larger batch.
@@ -24,6 +25,7 @@ import tensorflow as tf
 from albert_tf import kernels
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
 from albert_tf.training.losses import masked_lm_sums, sentence_order_sums
+from albert_tf.training.optimization import AlbertOptimizer
 from albert_tf.training.options import PretrainingOptions
 
 
@@ -179,10 +181,19 @@ class PretrainingSteps:
         scale = self._loss_scale()
         grads = [g / scale for g in grads]
         grads, norm = tf.clip_by_global_norm(grads, self.options.clip_norm)
-        # Keras sums the replicas' gradients once more; hand it 1/N each.
-        factor = scale / self.num_replicas
-        self.optimizer.apply([g * factor for g in grads], self.variables)
+        # Already summed over replicas: Keras must not all-reduce them again.
+        # A LossScaleOptimizer divides by its scale itself, hence ``* scale``.
+        with self._base_optimizer().gradients_already_reduced():
+            self.optimizer.apply([g * scale for g in grads], self.variables)
         return norm
+
+    def _base_optimizer(self) -> AlbertOptimizer:
+        optimizer = self.optimizer
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            optimizer = optimizer.inner_optimizer
+        if not isinstance(optimizer, AlbertOptimizer):
+            raise TypeError(f"PretrainingSteps needs an AlbertOptimizer, got {type(optimizer)}")
+        return optimizer
 
     def _loss_scale(self):
         if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
