@@ -168,6 +168,12 @@ flags.DEFINE_integer(
     "num_eval_steps", _DEFAULTS["num_eval_steps"], "Held-out batches per evaluation (0: all)."
 )
 flags.DEFINE_bool("progress_bar", _DEFAULTS["progress_bar"], "Show a progress bar.")
+flags.DEFINE_integer(
+    "max_consecutive_nonfinite_steps",
+    _DEFAULTS["max_consecutive_nonfinite_steps"],
+    "Stop with an error after this many steps in a row skipped for a non-finite loss "
+    "or gradient (a skipped step leaves weights and optimizer unchanged).",
+)
 
 
 def build_config(vocab_size: int):
@@ -242,10 +248,17 @@ def main() -> None:
             raise UserError("--train_files runs need --tokenizer_dir.")
     tokenizer = load_tokenizer(tokenizer_dir)
     config = build_config(tokenizer.vocabulary_size)
+    from albert_tf.training.faults import ENV_VAR, Faults
+
+    try:
+        Faults(os.environ.get(ENV_VAR))  # a typo in a test's spec fails here
+    except ValueError as e:
+        raise UserError(str(e)) from None
     options = PretrainingOptions(
         model_dir=model_dir,
         train_files=train_files,
         eval_files=eval_files,
+        faults=os.environ.get(ENV_VAR) or None,
         **{
             name: FLAGS[name].value
             for name in _DEFAULTS

@@ -8,7 +8,9 @@ restores from the chief's directory.
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 
 import keras
 import tensorflow as tf
@@ -31,6 +33,21 @@ def checkpoint_dir(model_dir: str, chief: bool, worker: int) -> str:
 def checkpoint_path(directory: str, step: int) -> str:
     """The prefix `tf.train.CheckpointManager` gives the checkpoint of ``step``."""
     return os.path.join(directory, f"ckpt-{step}")
+
+
+def saved_checkpoints(directory: str) -> list[str]:
+    """The checkpoint prefixes in ``directory``, newest (highest step) first.
+
+    Read from the files, not from the ``checkpoint`` state file, so a
+    damaged state file hides none, and a prefix without its index (a save
+    cut short before it was written) is not listed.
+    """
+    steps = []
+    for index in glob.glob(os.path.join(glob.escape(directory), "ckpt-*.index")):
+        match = re.fullmatch(r"ckpt-(\d+)\.index", os.path.basename(index))
+        if match:
+            steps.append(int(match.group(1)))
+    return [checkpoint_path(directory, step) for step in sorted(steps, reverse=True)]
 
 
 def training_checkpoint(

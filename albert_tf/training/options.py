@@ -74,6 +74,12 @@ per replica and micro-batch (128 × 1 accumulation steps × 1 replicas); set \
     data_service: str | None = None
     #: How the service's workers share the data (`DATA_SERVICE_MODES`).
     data_service_mode: str = "parallel_epochs"
+    #: Stop after this many optimizer steps in a row skipped for a non-finite
+    #: gradient (each skipped step leaves weights and optimizer unchanged).
+    max_consecutive_nonfinite_steps: int = 10
+    #: Testing hook (`albert_tf.training.faults`): faults to inject, e.g.
+    #: "nonfinite_at_step:3". The pretrain command reads ALBERT_TF_FAULTS.
+    faults: str | None = None
 
     def validate(self, num_replicas: int) -> None:
         """Raises ValueError for a setting no run could use on ``num_replicas``."""
@@ -85,6 +91,8 @@ per replica and micro-batch (128 × 1 accumulation steps × 1 replicas); set \
             raise ValueError("optimizer must be 'lamb' or 'adamw'")
         if self.data_service_mode not in DATA_SERVICE_MODES:
             raise ValueError(f"data_service_mode must be one of {DATA_SERVICE_MODES}")
+        if self.max_consecutive_nonfinite_steps < 1:
+            raise ValueError("max_consecutive_nonfinite_steps must be at least 1")
         micro = self.gradient_accumulation_steps * num_replicas
         if self.tokens_per_batch is not None:
             # Each replica's micro-batch must hold one example of full length.

@@ -34,6 +34,9 @@ RESUMABLE_OPTIONS = (
     # Where batches are made, not what they hold.
     "data_service",
     "data_service_mode",
+    # How to react to faults, not what is trained.
+    "max_consecutive_nonfinite_steps",
+    "faults",
 )
 # Options added after run records were first written: recorded only when set,
 # so that runs recorded before them still resume.

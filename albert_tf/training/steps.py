@@ -9,6 +9,10 @@
   (`AlbertOptimizer.gradients_already_reduced`); Keras' own
   ``global_clipnorm`` would clip each replica's partial gradient before the
   reduction.
+* A step whose summed gradient is not finite is skipped: weights, optimizer
+  slots and the step counter (hence the learning rate) stay as they were.
+  Under float16 the `LossScaleOptimizer` does this itself and also halves
+  its loss scale.
 * Gradient accumulation sums micro-batch gradients in ON_READ variables,
   each normalised by the counts of the whole step, so k micro-batches give
   the gradient of one k-times-larger batch.
@@ -24,6 +28,7 @@ import tensorflow as tf
 
 from albert_tf import kernels
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
+from albert_tf.training.faults import Faults
 from albert_tf.training.losses import masked_lm_sums, sentence_order_sums
 from albert_tf.training.optimization import AlbertOptimizer
 from albert_tf.training.options import PretrainingOptions
@@ -80,6 +85,11 @@ class PretrainingSteps:
         self.num_replicas = strategy.num_replicas_in_sync
         self.variables = variables_to_train(model, options.sentence_task)
         optimizer.build(self.variables)
+        # Testing hook (albert_tf.training.faults): multiplies the loss; set
+        # to inf to make one step's gradients non-finite. Not checkpointed.
+        self.loss_factor: tf.Variable | None = None
+        if Faults(options.faults).injects_nonfinite:
+            self.loss_factor = tf.Variable(1.0, trainable=False, name="fault_loss_factor")
         self._accumulators: list[tf.Variable] = []
         if options.gradient_accumulation_steps > 1:
             self._accumulators = [
@@ -170,12 +180,15 @@ class PretrainingSteps:
             loss = sums["mlm_loss_sum"] / normalizers[0]
             if self.options.sentence_task != "none":
                 loss += sums["sop_loss_sum"] / normalizers[1]
+            if self.loss_factor is not None:
+                loss *= self.loss_factor
             scaled = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, self.variables)
         return [tf.convert_to_tensor(g, tf.float32) for g in grads], sums
 
     def _apply(self, local_grads):
-        """All-reduce, clip by global norm, apply. Returns the global norm."""
+        """All-reduce, clip by global norm, apply if finite. Returns the
+        global norm (non-finite for a skipped step)."""
         ctx = tf.distribute.get_replica_context()
         grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local_grads)
         scale = self._loss_scale()
@@ -183,9 +196,38 @@ class PretrainingSteps:
         grads, norm = tf.clip_by_global_norm(grads, self.options.clip_norm)
         # Already summed over replicas: Keras must not all-reduce them again.
         # A LossScaleOptimizer divides by its scale itself, hence ``* scale``.
+        grads = [g * scale for g in grads]
         with self._base_optimizer().gradients_already_reduced():
-            self.optimizer.apply([g * scale for g in grads], self.variables)
+            if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+                # It skips non-finite steps itself, and lowers its scale.
+                self.optimizer.apply(grads, self.variables)
+            else:
+                # The norm of the summed gradient: the same on every replica.
+                self._apply_if(tf.math.is_finite(norm), grads)
         return norm
+
+    def _apply_if(self, finite, grads) -> None:
+        """``optimizer.apply(grads)`` only if ``finite``; as Keras'
+        LossScaleOptimizer does it, since a strategy that updates variables
+        through ``merge_call`` (TPUStrategy) needs the cond in cross-replica
+        context."""
+
+        def apply(grads):
+            self.optimizer.apply(grads, self.variables)
+
+        if tf.__internal__.distribute.strategy_supports_no_merge_call():
+            tf.cond(finite, lambda: apply(grads), lambda: None)
+            return
+
+        def cross_replica(strategy, finite, grads):
+            first = strategy.experimental_local_results(finite)[0]
+            tf.cond(
+                first,
+                lambda: strategy.extended.call_for_each_replica(apply, args=(grads,)),
+                lambda: None,
+            )
+
+        tf.distribute.get_replica_context().merge_call(cross_replica, args=(finite, grads))
 
     def _base_optimizer(self) -> AlbertOptimizer:
         optimizer = self.optimizer

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import shutil
 import time
@@ -33,6 +32,7 @@ from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
 from albert_tf.training import checkpoint_layout, run_record
 from albert_tf.training.evaluation import sum_over_batches, with_standard_errors
+from albert_tf.training.faults import Faults
 from albert_tf.training.losses import summarize
 from albert_tf.training.metrics_log import MetricsLog
 from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
@@ -106,6 +106,9 @@ class PretrainingTrainer:
         self.chief = is_chief(self.strategy)
         run_record.check_compatible(options.model_dir, run_record.run_record(config, options))
         self.metrics = MetricsLog(options.model_dir, chief=self.chief)
+        self.faults = Faults(options.faults)
+        #: The checkpoint `restore` read, if any.
+        self.restored_from: str | None = None
         # Evaluation depends only on the weights: cached per step.
         self._last_eval: dict[str, float] | None = None
         keras.utils.set_random_seed(options.seed)
@@ -176,36 +179,64 @@ class PretrainingTrainer:
         batches = [
             next(self._train_iterator) for _ in range(self.options.gradient_accumulation_steps)
         ]
+        factor = self.steps.loss_factor
+        injected = factor is not None and self.faults.nonfinite(self.step + 1)
+        if injected:
+            factor.assign(float("inf"))
         sums = self.steps.train(batches)
+        if injected:
+            factor.assign(1.0)
         # Counted, not assumed: token-budget batches vary in size.
         sums["examples"] = float(sum(int(f["padding_mask"].shape[0]) for f, _ in batches))
         sums["tokens"] = float(sum(int(tf.reduce_sum(f["padding_mask"])) for f, _ in batches))
         return sums
 
     # ------------------------------------------------------------------ loops
-    def restore(self) -> int:
-        """Restores the latest checkpoint, if any; returns the step."""
-        latest = (
-            self.manager.latest_checkpoint
-            if self.chief
-            else tf.train.latest_checkpoint(
-                checkpoint_layout.chief_checkpoint_dir(self.options.model_dir)
+    def restore(self, log=print) -> int:
+        """Restores the newest intact checkpoint, if any; returns the step.
+
+        A checkpoint that does not read back whole (a truncated or corrupted
+        file, a save cut short) is skipped with a log line naming it, and
+        the next older one is tried. If checkpoints exist but none is
+        intact this raises rather than start the run again from scratch.
+        """
+        directory = checkpoint_layout.chief_checkpoint_dir(self.options.model_dir)
+        damaged = []
+        for path in checkpoint_layout.saved_checkpoints(directory):
+            try:
+                checkpoint = self.checkpoint
+                if (
+                    not checkpoint_layout.holds_input_position(path)
+                    and not self.options.data_service
+                ):
+                    # Written by a --data_service run: the input starts afresh.
+                    checkpoint = checkpoint_layout.training_checkpoint(self.model, self.optimizer)
+                # Every variable is assigned again by an older checkpoint if
+                # this one fails part-way.
+                checkpoint.restore(path).assert_existing_objects_matched()
+            except (tf.errors.OpError, IndexError) as e:
+                # OpError: DataLoss (checksum), NotFound (missing data file);
+                # IndexError: "Read less bytes than requested" (truncated).
+                reason = str(e).strip().splitlines()[0][:200]
+                log(f"skipping damaged checkpoint {path}: {type(e).__name__}: {reason}")
+                damaged.append(path)
+                continue
+            self.restored_from = path
+            return self.step
+        if damaged:
+            raise RuntimeError(
+                f"No intact checkpoint in {directory}: {', '.join(damaged)} could not be "
+                "read (see above). Not starting from scratch over them: restore the files "
+                "from a backup, or move them away (or pass a new --model_dir) to start again."
             )
-        )
-        if latest:
-            checkpoint = self.checkpoint
-            if not checkpoint_layout.holds_input_position(latest) and not self.options.data_service:
-                # Written by a --data_service run: the input starts afresh.
-                checkpoint = checkpoint_layout.training_checkpoint(self.model, self.optimizer)
-            checkpoint.restore(latest).assert_existing_objects_matched()
         return self.step
 
     def train(self, log=print) -> dict[str, float]:
         """Trains to ``num_train_steps`` from wherever the checkpoint left off."""
         options = self.options
-        start = self.restore()
+        start = self.restore(log=log)
         if start:
-            log(f"resumed from step {start} ({self.manager.latest_checkpoint})")
+            log(f"resumed from step {start} ({self.restored_from})")
         self.metrics.truncate(start)
         if start >= options.num_train_steps:
             log(f"already at step {start} >= num_train_steps={options.num_train_steps}")
@@ -220,13 +251,30 @@ class PretrainingTrainer:
         window: dict[str, float] = {}
         window_start, window_steps = time.perf_counter(), 0
         last: dict[str, float] = {}
+        # Steps skipped for a non-finite gradient: in a row, since the last
+        # metrics line, and in this process.
+        consecutive = skipped = skipped_total = 0
         while self.step < options.num_train_steps:
+            before = self.step
             sums = self._train_one_step()
-            if not math.isfinite(sums["mlm_loss_sum"]):
-                raise FloatingPointError(
-                    f"MLM loss is {sums['mlm_loss_sum']} at step {self.step}; lower "
-                    "--learning_rate or use --precision=float32."
-                )
+            if self.step == before:
+                # Skipped (see steps.py): the batch is used up, the step is
+                # retried on the next one.
+                consecutive += 1
+                skipped += 1
+                skipped_total += 1
+                bar.set_postfix(skipped=skipped_total)
+                log(f"step {before + 1}: non-finite gradient, skipped (weights unchanged)")
+                if consecutive >= options.max_consecutive_nonfinite_steps:
+                    raise FloatingPointError(
+                        f"{consecutive} steps in a row had a non-finite loss or gradient, "
+                        f"the last at step {before + 1}; the weights are still those of step "
+                        f"{before}. Lower --learning_rate (or lengthen --num_warmup_steps), "
+                        "use --precision=float32 or bfloat16 instead of float16, or check "
+                        "the training data. --max_consecutive_nonfinite_steps sets this limit."
+                    )
+                continue
+            consecutive = 0
             for k, v in sums.items():
                 window[k] = window.get(k, 0.0) + v
             window_steps += 1
@@ -239,12 +287,15 @@ class PretrainingTrainer:
                 last["examples_per_second"] = window["examples"] / elapsed
                 last["tokens_per_second"] = window["tokens"] / elapsed
                 last["learning_rate"] = float(self.optimizer.learning_rate)
+                last["skipped_steps"] = float(skipped)
+                skipped = 0
                 self.metrics.write("train", last, step)
                 bar.set_postfix(
                     loss=f"{last.get('mlm_loss', 0) + last.get('sop_loss', 0):.3f}",
                     mlm_acc=f"{last.get('mlm_accuracy', 0):.3f}",
                     sop_acc=f"{last.get('sop_accuracy', 0):.3f}",
                     ex_s=f"{last['examples_per_second']:.1f}",
+                    skipped=skipped_total,
                 )
                 window, window_start, window_steps = {}, time.perf_counter(), 0
             if (
