@@ -338,7 +338,9 @@ def model_card(lang: str, work: str) -> dict:
         },
         "finetuning": {
             "items": prepared["items"]["train"],
-            "documents": prepared["documents"]["finetune"],
+            # Items come from the fine-tuning and the pretraining documents (dev
+            # items from fine-tuning documents no training item comes from).
+            "documents": prepared["documents"]["finetune"] + prepared["documents"]["pretrain"],
             "steps": finetune.get("steps"),
             "seconds": round(times.get("finetune", 0.0)),
         },
