@@ -272,6 +272,6 @@ def test_shipped_chinese_demo_model_answers_the_seeds_example(monkeypatch):
     monkeypatch.setenv("ALBERT_MODELS_DIR", str(SHIPPED))
     app = AppTest.from_file(str(APP), default_timeout=300).run()
     assert not app.exception, app.exception
-    assert "Answered by **albert_demo_zh (version 1)**" in _caption_texts(app)
+    assert "Answered by **albert_demo_zh (version 2)**" in _caption_texts(app)
     assert "**Answer:** 他们主要负责AI算法的研究和落地." in app.success[0].value
     assert app.sidebar.metric[0].label == "Held-out accuracy"
