@@ -44,7 +44,7 @@ import tempfile
 import time
 from typing import Any
 
-from common import REPO, SHARED_DATA, fmt, machine_info, output_path, publish
+from common import REPO, RESULT_PREFIX, SHARED_DATA, fmt, machine_info, output_path, publish
 
 CORPORA = {
     "en": ["en_sotu.jsonl.gz", "en_austen.jsonl.gz", "en_web_bible.jsonl.gz"],
@@ -103,26 +103,27 @@ train(sentences, {out!r}, vocab_size={2000 if smoke else 8000})
     subprocess.run([sys.executable, "-c", code], check=True, env=_env(), cwd=REPO)
 
 
-def run_measured(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """Runs ``cmd``; its wall time, exit code and output."""
+def run_python(args: list[str], env: dict[str, str] | None = None) -> tuple[dict, str, float]:
+    """Runs ``python *args``: its last ``RESULT_PREFIX`` line as JSON ({} if none),
+    its stderr and its wall time. Every measurement here runs in a fresh process."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
-    stdout, stderr = proc.communicate()
-    wall = time.perf_counter() - start
-    return {"returncode": proc.returncode, "wall_s": wall, "stdout": stdout, "stderr": stderr}
-
-
-def wrapped(cmd: list[str]) -> list[str]:
-    """``cmd`` under a tiny wrapper that prints that child's own peak RSS
-    (``wait4``'s rusage: this process alone, not the maximum over all children)."""
-    code = (
-        "import os, subprocess, sys, resource, json\n"
-        "p = subprocess.Popen(sys.argv[1:])\n"
-        "_, status, usage = os.wait4(p.pid, 0)\n"
-        "print('@@RSS@@' + json.dumps({'peak_rss_mb': usage.ru_maxrss / 1024,"
-        " 'status': os.waitstatus_to_exitcode(status)}), flush=True)\n"
+    out = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env or _env(), cwd=REPO
     )
-    return [sys.executable, "-c", code, *cmd]
+    wall = time.perf_counter() - start
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
+    return (json.loads(lines[-1][len(RESULT_PREFIX) :]) if lines else {}), out.stderr, wall
+
+
+# Runs the command in argv and reports that child's own peak RSS (wait4's
+# rusage: this process alone, not the maximum over all children).
+_PEAK_RSS = f"""
+import json, os, subprocess, sys
+p = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(p.pid, 0)
+print({RESULT_PREFIX!r} + json.dumps({{"peak_rss_mb": usage.ru_maxrss / 1024,
+      "status": os.waitstatus_to_exitcode(status)}}), flush=True)
+"""
 
 
 def prepare(corpus: str, tokenizer: str, out: str, extra: list[str] | None = None) -> dict:
@@ -139,17 +140,15 @@ def prepare(corpus: str, tokenizer: str, out: str, extra: list[str] | None = Non
         "--num_shards=4",
         *(extra or []),
     ]
-    result = run_measured(wrapped(cmd), _env())
-    line = [ln for ln in result["stdout"].decode().splitlines() if ln.startswith("@@RSS@@")]
-    info = json.loads(line[-1][len("@@RSS@@") :]) if line else {}
+    info, stderr, wall = run_python(["-c", _PEAK_RSS, *cmd])
     mb = os.path.getsize(corpus) / 1e6
     report = {
         "input_mb": round(mb, 1),
-        "process_wall_s": round(result["wall_s"], 1),
+        "process_wall_s": round(wall, 1),
         "peak_rss_mb": round(info.get("peak_rss_mb", float("nan")), 1),
     }
-    if info.get("status", result["returncode"]) != 0:
-        report["error"] = result["stderr"].decode()[-2000:]
+    if info.get("status", 1) != 0:
+        report["error"] = stderr[-2000:]
         return report
     meta = json.load(open(os.path.join(out, "metadata.json")))  # noqa: SIM115
     seconds = meta["summary"]["seconds"]
@@ -182,15 +181,12 @@ pieces = 0
 for b in batches:
     pieces += int(tf.size(tok.tokenize(b).flat_values))
 wall = time.perf_counter() - start
-print("@@TOK@@" + json.dumps({{"text_mb": nbytes / 1e6, "wall_s": wall, "pieces": pieces}}))
+print({RESULT_PREFIX!r} + json.dumps({{"text_mb": nbytes / 1e6, "wall_s": wall,
+      "pieces": pieces}}))
 """
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=REPO
-    )
-    line = [ln for ln in out.stdout.splitlines() if ln.startswith("@@TOK@@")]
-    if not line:
-        return {"error": out.stderr[-2000:]}
-    r = json.loads(line[-1][len("@@TOK@@") :])
+    r, stderr, _ = run_python(["-c", code])
+    if not r:
+        return {"error": stderr[-2000:]}
     # Per MB of *input file* (JSON included), so it compares with prepare's MB/s.
     file_mb = os.path.getsize(corpus) / 1e6
     return {
@@ -236,15 +232,11 @@ for _ in range({rounds}):
         run_beam_pipeline(tokenizer_dir={tokenizer!r}, **common)
         times["beam"].append(time.perf_counter() - start)
         shutil.rmtree(common["output_dir"])
-print("@@PAIRED@@" + json.dumps(times))
+print({RESULT_PREFIX!r} + json.dumps(times))
 """
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=REPO
-    )
-    line = [ln for ln in out.stdout.splitlines() if ln.startswith("@@PAIRED@@")]
-    if not line:
-        return {"error": out.stderr[-3000:]}
-    times = json.loads(line[-1][len("@@PAIRED@@") :])
+    times, stderr, _ = run_python(["-c", code])
+    if not times:
+        return {"error": stderr[-3000:]}
     mb = os.path.getsize(corpus) / 1e6
     result: dict[str, Any] = {"input_mb": round(mb, 1), "rounds": rounds, "seconds": times}
     medians = {k: statistics.median(v) for k, v in times.items() if v}
@@ -297,16 +289,12 @@ address = dispatcher.target.split("://")[1]
 worker = tf.data.experimental.service.WorkerServer(
     tf.data.experimental.service.WorkerConfig(dispatcher_address=address))
 result["data_service_batches_per_s"] = rate(data_service=dispatcher.target)
-print("@@PIPE@@" + json.dumps(result))
+print({RESULT_PREFIX!r} + json.dumps(result))
 """
     env = {**_env(), "TF_NUM_INTRAOP_THREADS": "2", "TF_NUM_INTEROP_THREADS": "2"}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO
-    )
-    line = [ln for ln in out.stdout.splitlines() if ln.startswith("@@PIPE@@")]
-    if not line:
-        return {"error": out.stderr[-3000:]}
-    r = json.loads(line[-1][len("@@PIPE@@") :])
+    r, stderr, _ = run_python(["-c", code], env)
+    if not r:
+        return {"error": stderr[-3000:]}
     r = {k: round(v, 2) for k, v in r.items()}
     r["service_vs_in_process"] = round(
         r["data_service_batches_per_s"] / r["in_process_batches_per_s"], 3
