@@ -56,16 +56,15 @@ except ModuleNotFoundError as e:  # the optional [beam] extra
         "apache-beam is not installed: pip install -e '.[beam]'", name="apache_beam"
     ) from e
 
-from albert_tf.data.chinese_wwm import get_segmenter
 from albert_tf.data.shards import (
     METADATA_FILE,
-    SHARD_PATTERN,
     ShardOptions,
     ShardWriter,
     WriteSummary,
     check_arguments,
     plan_tasks,
     pretraining_metadata,
+    shard_paths,
 )
 from albert_tf.data.tasks import POOL_BYTES, TASK_BYTES, InputTask
 
@@ -250,11 +249,10 @@ def run_beam_pipeline(
         packing=packing,
         dupe_factor=dupe_factor,
         num_shards=num_shards,
+        chinese_segmenter=chinese_segmenter,
     )
     if any(a == "--runner" or a.startswith("--runner=") for a in pipeline_args):
         raise ValueError("give the runner as runner= (--runner), not in the pipeline options")
-    if chinese_segmenter is not None:
-        get_segmenter(chinese_segmenter)  # fail fast if jieba is missing
     start = time.time()
     if not _is_remote(tokenizer_dir):
         tokenizer_dir = os.path.abspath(tokenizer_dir)
@@ -314,10 +312,7 @@ def run_beam_pipeline(
     summary.tasks = len(tasks)
     if empty_files:
         summary.skipped["empty_file"] += empty_files
-    summary.shards = [
-        os.path.join(output_dir, SHARD_PATTERN.format(index=s, count=num_shards))
-        for s in range(num_shards)
-    ]
+    summary.shards = shard_paths(output_dir, num_shards)
     missing = [p for p in summary.shards if not tf.io.gfile.exists(p)]
     if missing:
         raise RuntimeError(f"the pipeline finished without writing {', '.join(missing)}")

@@ -484,6 +484,7 @@ def write_pretraining_data(
         packing=packing,
         dupe_factor=dupe_factor,
         num_shards=num_shards,
+        chinese_segmenter=chinese_segmenter,
     )
     if num_workers < 1:
         raise ValueError("num_workers must be >= 1")
@@ -516,15 +517,13 @@ def write_pretraining_data(
         segmenter=chinese_segmenter,
         packing=packing,
     )
-    if chinese_segmenter is not None:
-        get_segmenter(chinese_segmenter)  # fail fast if jieba is missing
     fingerprint = _fingerprint(tasks, opts, tokenizer_dir)
     _prepare_output_dir(output_dir)
     meta_path = os.path.join(output_dir, METADATA_FILE)
     previous = read_metadata(output_dir)
     if fingerprint is not None and previous and previous.get("fingerprint") == fingerprint:
         summary = WriteSummary.from_state(previous["summary"])
-        summary.shards = _shard_paths(output_dir, num_shards)
+        summary.shards = shard_paths(output_dir, num_shards)
         if all(os.path.isfile(p) for p in summary.shards):
             if log is not None:
                 log(f"{output_dir} already holds these shards (same inputs and options)")
@@ -559,7 +558,7 @@ def write_pretraining_data(
 
     # Concatenate parts into shards (TFRecord files concatenate byte-wise); a
     # shard gets its final name only once it is whole.
-    for path, s in zip(_shard_paths(output_dir, num_shards), range(num_shards), strict=True):
+    for s, path in enumerate(shard_paths(output_dir, num_shards)):
         with open(path + ".partial", "wb") as out:
             for task in tasks:
                 part = os.path.join(parts_dir, f"{s:05d}.{task.index:06d}")
@@ -597,8 +596,10 @@ def check_arguments(
     packing: str,
     dupe_factor: int,
     num_shards: int,
+    chinese_segmenter: str | Callable[[str], list[str]] | None = None,
 ) -> None:
-    """Raises `ValueError` for options no preparation accepts (before any work)."""
+    """Raises for options no preparation accepts (before any work); a missing
+    segmenter package fails here too."""
     if sentence_task not in SENTENCE_TASKS:
         raise ValueError(f"sentence_task must be one of {SENTENCE_TASKS}")
     if packing not in PACKINGS:
@@ -614,6 +615,8 @@ def check_arguments(
         raise ValueError("max_seq_length must be at least 5")
     if num_shards < 1 or dupe_factor < 1:
         raise ValueError("num_shards and dupe_factor must be >= 1")
+    if chinese_segmenter is not None:
+        get_segmenter(chinese_segmenter)  # fail fast if jieba is missing
 
 
 def plan_tasks(
@@ -671,7 +674,8 @@ def pretraining_metadata(
     }
 
 
-def _shard_paths(output_dir: str, num_shards: int) -> list[str]:
+def shard_paths(output_dir: str, num_shards: int) -> list[str]:
+    """The shard files of a preparation into ``num_shards``, in order."""
     return [
         os.path.join(output_dir, SHARD_PATTERN.format(index=s, count=num_shards))
         for s in range(num_shards)
