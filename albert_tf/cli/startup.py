@@ -256,7 +256,8 @@ def _run_filtered(level: int, cuinit_is_info: bool) -> int:
     _write_all(stream.close())
     status = child.wait()
     if status < 0:  # killed by a signal: die the same way, so the caller sees it
-        signal.signal(-status, signal.SIG_DFL)
+        if -status not in (signal.SIGKILL, signal.SIGSTOP):  # these take no handler
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
         return 128 - status
     return status
