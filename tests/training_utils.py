@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 from testing_utils import TWO_LAYERS, tiny_config
 
@@ -59,3 +62,45 @@ def scoring_batches(files: str, max_seq_length: int = 32, batch_size: int = 8):
         repeat=False,
         drop_remainder=False,
     )
+
+
+#: A tiny model and recipe for runs of `python -m albert_tf.pretrain`.
+TINY = [
+    "--preset=albert_base_v2",
+    "--embedding_size=16",
+    "--hidden_size=32",
+    "--num_hidden_layers=2",
+    "--num_attention_heads=2",
+    "--intermediate_size=64",
+    "--max_seq_length=32",
+    "--train_batch_size=8",
+    "--eval_batch_size=8",
+    "--num_warmup_steps=2",
+    "--learning_rate=0.01",
+    "--log_every_steps=5",
+    "--num_eval_steps=0",
+]
+
+
+def pretrain_command(prepared, model_dir, *extra) -> list[str]:
+    """The pretrain command on the prepared shards, with `TINY` and ``extra`` flags."""
+    return [
+        sys.executable,
+        "-m",
+        "albert_tf.pretrain",
+        f"--model_dir={model_dir}",
+        f"--train_files={prepared.train_files}",
+        f"--eval_files={prepared.eval_files}",
+        f"--tokenizer_dir={prepared.tokenizer_dir}",
+        *TINY,
+        *extra,
+    ]
+
+
+def pretrain_env(**extra) -> dict[str, str]:
+    """A quiet CPU environment for those runs; ``extra`` sets variables (faults)."""
+    # Unbuffered: a run killed by SIGKILL keeps the lines it printed.
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    env.pop("ALBERT_TF_FAULTS", None)
+    env.update(extra)
+    return env

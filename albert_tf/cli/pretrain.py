@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 
 from absl import flags
 
@@ -27,6 +28,9 @@ from albert_tf.data.pipeline import DATA_SERVICE_MODES
 from albert_tf.training.options import OPTIMIZERS, PretrainingOptions
 from albert_tf.training.precision import PRECISIONS
 from albert_tf.training.strategies import STRATEGIES
+
+#: The exit status when a worker of a multi-worker run was lost (restart them all).
+WORKER_LOST_EXIT_CODE = 3
 
 FLAGS = flags.FLAGS
 # The recipe's defaults have one home, PretrainingOptions; the flags read them from it.
@@ -137,6 +141,14 @@ flags.DEFINE_integer("seed", _DEFAULTS["seed"], "Seed of data order, masks and i
 # --- distribution
 flags.DEFINE_enum("strategy", "default", list(STRATEGIES), "tf.distribute strategy.")
 flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
+flags.DEFINE_float(
+    "collective_timeout_seconds",
+    600.0,
+    "Multi-worker runs: the longest one all-reduce may wait for the other workers "
+    "before the run stops with an error naming it (0: wait forever). A dead worker "
+    "is noticed sooner, by the coordination service's ~10 s heartbeat.",
+    lower_bound=0.0,
+)
 flags.DEFINE_string(
     "data_service",
     _DEFAULTS["data_service"],
@@ -218,7 +230,7 @@ def main() -> None:
     from albert_tf.training.strategies import create_strategy
     from albert_tf.training.trainer import PretrainingTrainer
 
-    strategy = create_strategy(FLAGS.strategy, FLAGS.tpu)
+    strategy = create_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.collective_timeout_seconds)
     model_dir = FLAGS.model_dir
     if FLAGS.corpus:
         prepared = prepare_pretraining_data(
@@ -272,14 +284,23 @@ def main() -> None:
         f"strategy {FLAGS.strategy} with {strategy.num_replicas_in_sync} replica(s)"
     )
     trainer = PretrainingTrainer(config, options, strategy)
-    trainer.train()
+    from albert_tf.training.strategies import WorkerLostError
+
+    try:
+        trainer.train()
+    except WorkerLostError as e:
+        # Not the user's mistake, but theirs to act on: one line, no traceback.
+        print(f"pretrain: error: {e}", file=sys.stderr)
+        sys.exit(WORKER_LOST_EXIT_CODE)
+    results = {}
+    if eval_files:
+        # Collective in a multi-worker run: every worker takes part.
+        results = trainer.evaluate()
     if not trainer.chief:
         return
-    results = {}
     if eval_files:
         from albert_tf.training.baselines import unigram_baseline
 
-        results = trainer.evaluate()
         results.update(
             unigram_baseline(
                 train_files,

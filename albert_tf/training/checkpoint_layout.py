@@ -72,3 +72,19 @@ def training_checkpoint(
 def holds_input_position(path: str) -> bool:
     """Whether the checkpoint at ``path`` saved its run's input iterator."""
     return any(name.startswith("iterator/") for name, _ in tf.train.list_variables(path))
+
+
+def write_half_checkpoint(checkpoint: tf.train.Checkpoint, prefix: str) -> None:
+    """Leaves on disk what a save of ``prefix`` cut short leaves (for fault tests).
+
+    TensorFlow writes a checkpoint's tensors under ``<prefix>_temp/`` and then
+    merges them: it moves the data file to its final name and writes the
+    index last. This runs the real writer and stops between those two
+    steps, so the data file is whole under its final name and the index is
+    missing: the state a kill during the merge leaves.
+    """
+    temporary = prefix + "_temp/part"
+    checkpoint.write(temporary)
+    for data in glob.glob(glob.escape(temporary) + ".data-*"):
+        shard = data[len(temporary) :]  # ".data-00000-of-00001"
+        os.replace(data, prefix + shard)

@@ -8,6 +8,18 @@ the environment. A spec is comma-separated ``NAME:STEP`` items:
     the first attempt at optimizer step N gets an infinite loss (once).
 ``nonfinite_from_step:N``
     every attempt from step N on gets an infinite loss.
+``sigterm_at_step:N``
+    after step N the process sends itself SIGTERM, as a preempting
+    scheduler does (it then saves and exits, see `albert_tf.training.preemption`).
+``kill_after_metrics:N``
+    SIGKILL right after step N's metrics line is written (before its
+    checkpoint, if it has one).
+``kill_before_save:N``
+    SIGKILL just before the checkpoint of step N is saved.
+``kill_during_save:N``
+    SIGKILL halfway through saving the checkpoint of step N: its data file
+    is on disk under its final name, its index is not
+    (`checkpoint_layout.write_half_checkpoint`).
 
 Steps count from 1: step N is the update that moves the global step from
 N - 1 to N.
@@ -17,18 +29,32 @@ N - 1 to N.
 [False, True, False]
 >>> Faults("nonfinite_from_step:2").nonfinite(5)
 True
+>>> faults = Faults("kill_before_save:10,sigterm_at_step:4")
+>>> [faults.fires("kill_before_save", step) for step in (5, 10, 10)]
+[False, True, False]
 >>> Faults("explode:3")
 Traceback (most recent call last):
 ...
 ValueError: unknown fault 'explode' in ALBERT_TF_FAULTS='explode:3'; known: \
-nonfinite_at_step, nonfinite_from_step
+nonfinite_at_step, nonfinite_from_step, sigterm_at_step, kill_after_metrics, kill_before_save, \
+kill_during_save
 """
 
 from __future__ import annotations
 
+import os
+import signal
+
 #: The environment variable the ``pretrain`` command reads the spec from.
 ENV_VAR = "ALBERT_TF_FAULTS"
-KNOWN = ("nonfinite_at_step", "nonfinite_from_step")
+KNOWN = (
+    "nonfinite_at_step",
+    "nonfinite_from_step",
+    "sigterm_at_step",
+    "kill_after_metrics",
+    "kill_before_save",
+    "kill_during_save",
+)
 
 
 class Faults:
@@ -56,7 +82,23 @@ class Faults:
 
     def nonfinite(self, step: int) -> bool:
         """Whether the attempt at optimizer step ``step`` gets an infinite loss."""
-        if step in self._pending["nonfinite_at_step"]:
-            self._pending["nonfinite_at_step"].discard(step)
+        if self.fires("nonfinite_at_step", step):
             return True
         return any(step >= start for start in self._pending["nonfinite_from_step"])
+
+    def fires(self, name: str, step: int) -> bool:
+        """Whether the once-only fault ``name`` is due at ``step`` (then spent)."""
+        if step in self._pending[name]:
+            self._pending[name].discard(step)
+            return True
+        return False
+
+
+def kill_this_process() -> None:
+    """SIGKILL: no handler, no cleanup, no flush, as a machine that dies."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def send_sigterm_to_this_process() -> None:
+    """The signal a preempting scheduler sends; handled like a real one."""
+    os.kill(os.getpid(), signal.SIGTERM)

@@ -9,15 +9,32 @@ import tensorflow as tf
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
+#: The bound on one collective (an all-reduce) of a multi-worker run, in seconds.
+DEFAULT_COLLECTIVE_TIMEOUT_SECONDS = 600.0
 
-def create_strategy(name: str, tpu_address: str | None = None) -> tf.distribute.Strategy:
+#: What a lost worker is noticed by (TensorFlow's coordination service default).
+HEARTBEAT_TIMEOUT_NOTE = "the coordination service's heartbeat timeout (about 10 s)"
+
+
+class WorkerLostError(RuntimeError):
+    """A worker of a multi-worker run stopped answering; restart them all."""
+
+
+def create_strategy(
+    name: str,
+    tpu_address: str | None = None,
+    collective_timeout_seconds: float = DEFAULT_COLLECTIVE_TIMEOUT_SECONDS,
+) -> tf.distribute.Strategy:
     """Returns the strategy ``name`` names.
 
     * ``default``: no distribution (the current default strategy).
     * ``one_device``: one GPU if present, else the CPU.
     * ``mirrored``: every local GPU (or the CPU), synchronous all-reduce.
     * ``multi_worker_mirrored``: workers described by the ``TF_CONFIG``
-      environment variable, synchronous collective all-reduce.
+      environment variable, synchronous collective all-reduce. A dead worker
+      is noticed by the coordination service's heartbeats (about 10 s); a
+      live one that stops taking part (a hung host) by
+      ``collective_timeout_seconds`` on each all-reduce (0: no bound).
     * ``tpu``: a TPU found through `TPUClusterResolver(tpu_address)`.
     """
     if name == "default":
@@ -34,7 +51,10 @@ def create_strategy(name: str, tpu_address: str | None = None) -> tf.distribute.
                 'variable, e.g. {"cluster": {"worker": ["host1:port", "host2:port"]}, '
                 '"task": {"type": "worker", "index": 0}}.'
             )
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        options = tf.distribute.experimental.CommunicationOptions(
+            timeout_seconds=collective_timeout_seconds or None
+        )
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     if name == "tpu":
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
         tf.config.experimental_connect_to_cluster(resolver)
@@ -77,3 +97,27 @@ def _cluster(resolver) -> dict:
     if spec:
         return spec
     return json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+
+
+def worker_lost_message(error: tf.errors.OpError, step: int, resume_step: int) -> str:
+    """What a survivor of a lost worker says: what happened, which bound
+    applied, and how to go on."""
+    reason = " ".join(str(error.message).split())
+    if isinstance(error, tf.errors.DeadlineExceededError):
+        bound = "the collective timeout (--collective_timeout_seconds) expired"
+    elif "heartbeat" in reason:
+        bound = f"{HEARTBEAT_TIMEOUT_NOTE} expired"
+    else:
+        bound = "its connection closed"
+    for marker in ("unhealthy", "Connection reset", "Deadline", "Collective ops is aborted"):
+        at = reason.find(marker)
+        if at >= 0:
+            reason = reason[at : at + 200]
+            break
+    else:
+        reason = reason[:200]
+    return (
+        f"lost a worker during step {step + 1}: {bound} ({type(error).__name__}: {reason}). "
+        f"Restart every worker with the same command: they resume together from the "
+        f"last checkpoint, step {resume_step}."
+    )

@@ -31,6 +31,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
 from albert_tf.training import checkpoint_layout, run_record
+from albert_tf.training import faults as fault_hooks
 from albert_tf.training.evaluation import sum_over_batches, with_standard_errors
 from albert_tf.training.faults import Faults
 from albert_tf.training.losses import summarize
@@ -38,10 +39,25 @@ from albert_tf.training.metrics_log import MetricsLog
 from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
 from albert_tf.training.options import PretrainingOptions
 from albert_tf.training.precision import dtype_policy, resolve_precision
+from albert_tf.training.preemption import PREEMPTED_EXIT_CODE, PreemptionSaver
 from albert_tf.training.steps import PretrainingSteps
-from albert_tf.training.strategies import is_chief, num_workers, worker_index
+from albert_tf.training.strategies import (
+    WorkerLostError,
+    is_chief,
+    num_workers,
+    worker_index,
+    worker_lost_message,
+)
 
 __all__ = ["PretrainingTrainer", "data_service_job_name"]
+
+# How a multi-worker step fails when a peer dies or stops answering.
+_PEER_ERRORS = (
+    tf.errors.UnavailableError,
+    tf.errors.DeadlineExceededError,
+    tf.errors.AbortedError,
+    tf.errors.CancelledError,
+)
 
 
 def data_service_job_name(options: PretrainingOptions) -> str:
@@ -248,6 +264,32 @@ class PretrainingTrainer:
             unit="step",
             dynamic_ncols=True,
         )
+        preemption = PreemptionSaver(
+            self.strategy,
+            save=self._save_current_step,
+            on_exit=lambda: self._preempted(bar, log),
+            scratch_dir=os.path.join(options.model_dir, "preemption"),
+        )
+        try:
+            with preemption:
+                last = self._train_loop(bar, preemption, log)
+        except _PEER_ERRORS as e:
+            if num_workers(self.strategy) == 1:
+                raise
+            bar.close()
+            saved = checkpoint_layout.saved_checkpoints(
+                checkpoint_layout.chief_checkpoint_dir(options.model_dir)
+            )
+            resume = int(saved[0].rsplit("-", 1)[1]) if saved else 0
+            raise WorkerLostError(worker_lost_message(e, self.step, resume)) from e
+        bar.close()
+        self._save_current_step()
+        if not self.chief:
+            shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
+        return last
+
+    def _train_loop(self, bar, preemption: PreemptionSaver, log) -> dict[str, float]:
+        options = self.options
         window: dict[str, float] = {}
         window_start, window_steps = time.perf_counter(), 0
         last: dict[str, float] = {}
@@ -255,6 +297,7 @@ class PretrainingTrainer:
         # metrics line, and in this process.
         consecutive = skipped = skipped_total = 0
         while self.step < options.num_train_steps:
+            preemption.check()
             before = self.step
             sums = self._train_one_step()
             if self.step == before:
@@ -298,6 +341,8 @@ class PretrainingTrainer:
                     skipped=skipped_total,
                 )
                 window, window_start, window_steps = {}, time.perf_counter(), 0
+            if self.faults.fires("kill_after_metrics", step):
+                fault_hooks.kill_this_process()
             if (
                 options.eval_files
                 and options.eval_every_steps
@@ -308,14 +353,32 @@ class PretrainingTrainer:
             # between resumes from the previous checkpoint and rewrites them,
             # so the learning curve never misses a step.
             if step % options.save_checkpoints_steps == 0:
+                if self.faults.fires("kill_before_save", step):
+                    fault_hooks.kill_this_process()
+                if self.faults.fires("kill_during_save", step):
+                    checkpoint_layout.write_half_checkpoint(
+                        self.checkpoint,
+                        checkpoint_layout.checkpoint_path(self._checkpoint_dir(), step),
+                    )
+                    fault_hooks.kill_this_process()
                 self.manager.save(checkpoint_number=step)
-        bar.close()
+            if self.faults.fires("sigterm_at_step", step):
+                fault_hooks.send_sigterm_to_this_process()
+        return last
+
+    def _save_current_step(self) -> None:
         current = checkpoint_layout.checkpoint_path(self._checkpoint_dir(), self.step)
         if self.manager.latest_checkpoint != current:
             self.manager.save(checkpoint_number=self.step)
+
+    def _preempted(self, bar, log) -> None:
+        bar.close()
         if not self.chief:
             shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
-        return last
+        log(
+            f"preempted (SIGTERM): checkpoint saved at step {self.step}; exiting with "
+            f"status {PREEMPTED_EXIT_CODE}. The same command resumes at step {self.step}."
+        )
 
     def evaluate(self, log=print) -> dict[str, float]:
         """Held-out MLM loss/accuracy and sentence-task accuracy.

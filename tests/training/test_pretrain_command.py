@@ -1,116 +1,27 @@
-"""`python -m albert_tf.pretrain` as a user runs it: errors, kill and resume."""
+"""`python -m albert_tf.pretrain` as a user runs it: errors and refusals (kills and
+resumes: test_faults.py)."""
 
-import glob
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
-import numpy as np
 import pytest
+from training_utils import pretrain_command, pretrain_env
 
 import albert_tf
-from albert_tf.checkpoints.saved_format import named_weights
-
-TINY = [
-    "--preset=albert_base_v2",
-    "--embedding_size=16",
-    "--hidden_size=32",
-    "--num_hidden_layers=2",
-    "--num_attention_heads=2",
-    "--intermediate_size=64",
-    "--max_seq_length=32",
-    "--train_batch_size=8",
-    "--eval_batch_size=8",
-    "--num_warmup_steps=2",
-    "--learning_rate=0.01",
-    "--log_every_steps=5",
-    "--num_eval_steps=0",
-]
 
 
 def _command(prepared, model_dir, *extra):
-    return [
-        sys.executable,
-        "-m",
-        "albert_tf.pretrain",
-        f"--model_dir={model_dir}",
-        f"--train_files={prepared.train_files}",
-        f"--eval_files={prepared.eval_files}",
-        f"--tokenizer_dir={prepared.tokenizer_dir}",
-        *TINY,
-        *extra,
-    ]
+    return pretrain_command(prepared, model_dir, *extra)
 
 
 def _env():
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    return pretrain_env()
 
 
 def _run(args, timeout=600):
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=_env())
-
-
-def test_sigkill_then_restart_resumes_and_matches_uninterrupted_run(prepared, tmp_path):
-    # Logging every step puts learning-curve lines after the last checkpoint,
-    # which the resumed run must replace rather than repeat.
-    steps = [
-        "--num_train_steps=40",
-        "--save_checkpoints_steps=5",
-        "--log_every_steps=1",
-        "--progress_bar=false",
-    ]
-    reference = _run(_command(prepared, tmp_path / "reference", *steps))
-    assert reference.returncode == 0, reference.stderr[-3000:]
-
-    model_dir = tmp_path / "killed"
-    process = subprocess.Popen(
-        _command(prepared, model_dir, *steps),
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 300
-    # Kill once a mid-run checkpoint (step 10 or later) is on disk.
-    while time.time() < deadline and process.poll() is None:
-        saved = [
-            int(p.rsplit("-", 1)[1].split(".")[0])
-            for p in glob.glob(str(model_dir / "checkpoints" / "ckpt-*.index"))
-        ]
-        if saved and 10 <= max(saved) < 40:
-            process.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    process.wait(timeout=60)
-    assert process.returncode == -signal.SIGKILL, "run finished before it could be killed"
-    assert not (model_dir / "final").exists()
-
-    resumed = _run(_command(prepared, model_dir, *steps))
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "resumed from step" in resumed.stdout + resumed.stderr
-    final = albert_tf.load(model_dir / "final")
-    expected = albert_tf.load(tmp_path / "reference" / "final")
-    ours, theirs = named_weights(final), named_weights(expected)
-    # Same data position, same optimizer state: the same model as if never killed.
-    diff = max(float(np.abs(np.asarray(ours[k]) - np.asarray(theirs[k])).max()) for k in ours)
-    assert diff < 1e-5, diff
-
-    # The learning curve holds every step once, and as the uninterrupted run's.
-    def curve(directory):
-        lines = (directory / "metrics.jsonl").read_text().splitlines()
-        return [(r["step"], r["mlm_loss"]) for r in map(json.loads, lines) if r["split"] == "train"]
-
-    resumed_curve, reference_curve = curve(model_dir), curve(tmp_path / "reference")
-    assert [s for s, _ in resumed_curve] == list(range(1, 41))
-    np.testing.assert_allclose(
-        [loss for _, loss in resumed_curve], [loss for _, loss in reference_curve], atol=1e-4
-    )
-
-    results = json.loads((model_dir / "eval_results.json").read_text())
-    assert results["step"] == 40
-    assert 0.0 <= results["sop_accuracy"] <= 1.0 and results["mlm_loss"] > 0
 
 
 def test_unknown_flag_in_flagfile_is_named(prepared, tmp_path):
