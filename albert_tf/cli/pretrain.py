@@ -8,6 +8,11 @@ end it evaluates on held-out data, writes ``eval_results.json`` and saves
 the model (with its tokenizer) in this package's format to
 ``MODEL_DIR/final``, loadable with ``albert_tf.load``.
 
+Exit status: 0 done; 2 a mistake in the flags or inputs (one line says which);
+42 preempted: SIGTERM made every worker save at the next step, and the same
+command resumes there; 3 a worker of a multi-worker run was lost: restart them
+all (docs/pretraining.md, "When things go wrong").
+
 Every flag: ``python -m albert_tf.pretrain --helpfull``.
 """
 
