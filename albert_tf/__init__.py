@@ -13,6 +13,7 @@ quiet_start_up()
 from albert_tf.checkpoints.saved_format import (  # noqa: E402
     load,
     load_multiple_choice,
+    load_text_classifier,
     save_model,
 )
 from albert_tf.cli import install_module_aliases  # noqa: E402
@@ -20,6 +21,7 @@ from albert_tf.config import AlbertConfig, ConfigError  # noqa: E402
 from albert_tf.models.backbone import AlbertBackbone  # noqa: E402
 from albert_tf.models.multiple_choice_model import AlbertMultipleChoice  # noqa: E402
 from albert_tf.models.pretraining_model import AlbertPretrainingModel  # noqa: E402
+from albert_tf.models.text_classifier import AlbertTextClassifier  # noqa: E402
 from albert_tf.presets import PRESETS, get_preset  # noqa: E402
 
 __version__ = "0.1.0"
@@ -30,10 +32,12 @@ __all__ = [
     "AlbertConfig",
     "AlbertMultipleChoice",
     "AlbertPretrainingModel",
+    "AlbertTextClassifier",
     "ConfigError",
     "get_preset",
     "load",
     "load_multiple_choice",
+    "load_text_classifier",
     "save_model",
 ]
 

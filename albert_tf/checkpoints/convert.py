@@ -39,16 +39,19 @@ class Converted:
     @property
     def fresh(self) -> list[str]:
         """Components the source lacks, which keep their initialisation."""
-        wanted = ["pooler"] + (
-            ["multiple_choice_head"] if self.task == "multiple_choice" else ["mlm_head", "sop_head"]
-        )
+        heads = {"multiple_choice": ["multiple_choice_head"], "classification": ["classifier_head"]}
+        wanted = ["pooler"] + heads.get(self.task, ["mlm_head", "sop_head"])
         has_pooler = any(n.startswith(POOLER) for n in self.arrays)
         present = set(self.heads) | ({"pooler"} if has_pooler else set())
         return [c for c in wanted if c not in present]
 
     @property
     def task(self) -> str:
-        return "multiple_choice" if "multiple_choice_head" in self.heads else "pretraining"
+        if "multiple_choice_head" in self.heads:
+            return "multiple_choice"
+        if "classifier_head" in self.heads:
+            return "classification"
+        return "pretraining"
 
 
 def _collect(
@@ -155,10 +158,16 @@ def convert_hf(folder: str, config: AlbertConfig | None = None) -> Converted:
             continue
         source[name] = array
     _check_tied_decoder(source, config)
+    # "classifier" is a text classifier's head or a multiple-choice scorer's.
+    other_head = (
+        "multiple_choice_head/"
+        if "AlbertForSequenceClassification" in _architectures(folder)
+        else "classifier_head/"
+    )
     converted, used = _collect(
         config,
         source,
-        lambda row: row.hf,
+        lambda row: "" if row.ours.startswith(other_head) else row.hf,
         torch_layout=lambda row: True,
     )
     used |= {"predictions.decoder.weight", "predictions.decoder.bias"}
@@ -167,6 +176,15 @@ def convert_hf(folder: str, config: AlbertConfig | None = None) -> Converted:
     _check_leftovers([n for n in source if n not in used], folder)
     _check_backbone_complete(converted, folder)
     return converted
+
+
+def _architectures(folder: str) -> list[str]:
+    """The model classes a Hugging Face ``config.json`` names (``architectures``)."""
+    try:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            return list(json.load(f).get("architectures") or [])
+    except (OSError, ValueError):
+        return []
 
 
 def _check_tied_decoder(source: Mapping[str, np.ndarray], config: AlbertConfig) -> None:
@@ -227,13 +245,25 @@ def _check_backbone_complete(converted: Converted, origin: str) -> None:
 def build_model(converted: Converted, dtype=None):
     """The task model the converted heads call for, with weights assigned.
 
-    A source with a multiple-choice head becomes `AlbertMultipleChoice`;
-    anything else an `AlbertPretrainingModel`, whose MLM/SOP heads keep their
-    fresh initialisation when the source lacks them (reported by the caller).
+    A source with a multiple-choice head becomes `AlbertMultipleChoice`, one
+    with a sequence-classification head `AlbertTextClassifier`; anything else an
+    `AlbertPretrainingModel`, whose MLM/SOP heads keep their fresh
+    initialisation when the source lacks them (reported by the caller).
     """
     from albert_tf.models.multiple_choice_model import AlbertMultipleChoice
     from albert_tf.models.pretraining_model import AlbertPretrainingModel
+    from albert_tf.models.text_classifier import AlbertTextClassifier
 
+    if converted.task == "classification":
+        num_labels = int(converted.arrays["classifier_head/dense/bias"].shape[0])
+        model = AlbertTextClassifier.from_albert_config(
+            converted.config, dtype=dtype, num_labels=num_labels
+        )
+        arrays = {
+            k: v for k, v in converted.arrays.items() if not k.startswith(("mlm_head", "sop_head"))
+        }
+        assign_weights(model, arrays, allow_missing_prefixes=(POOLER,))
+        return model
     if converted.task == "multiple_choice":
         model = AlbertMultipleChoice.from_albert_config(converted.config, dtype=dtype)
         arrays = {

@@ -32,7 +32,9 @@ META_FILE = "albert_tf.json"
 FORMAT_VERSION = 1
 
 # Head components each task model may carry, by attribute name.
-HEADS = ("mlm_head", "sop_head", "multiple_choice_head")
+HEADS = ("mlm_head", "sop_head", "multiple_choice_head", "classifier_head")
+# Heads of fine-tuned models, which a pretraining model leaves out when loading.
+TASK_HEADS = ("multiple_choice_head/", "classifier_head/")
 
 
 class CheckpointError(ValueError):
@@ -193,11 +195,7 @@ def load(directory: str | os.PathLike[str], *, dtype=None):
 
     config = read_config(directory)
     model = AlbertPretrainingModel.from_albert_config(config, dtype=dtype)
-    arrays = {
-        k: v
-        for k, v in read_weights(directory).items()
-        if not k.startswith("multiple_choice_head/")
-    }
+    arrays = {k: v for k, v in read_weights(directory).items() if not k.startswith(TASK_HEADS)}
     assign_weights(model, arrays)
     return model
 
@@ -215,7 +213,40 @@ def load_multiple_choice(directory: str | os.PathLike[str], *, dtype=None):
     arrays = {
         k: v
         for k, v in read_weights(directory).items()
-        if not k.startswith(("mlm_head/", "sop_head/"))
+        if not k.startswith(("mlm_head/", "sop_head/", "classifier_head/"))
     }
     assign_weights(model, arrays, allow_missing_prefixes=("multiple_choice_head/",))
+    return model
+
+
+def load_text_classifier(
+    directory: str | os.PathLike[str], num_labels: int | None = None, *, dtype=None
+):
+    """Loads a text classifier; a fresh head if the directory has none.
+
+    ``num_labels`` may be left out when the directory holds a classifier (it
+    is read from the head's weights); starting from a pretraining checkpoint
+    it is required. A directory whose head has another size is an error.
+    """
+    from albert_tf.models.text_classifier import AlbertTextClassifier
+
+    config = read_config(directory)
+    weights = read_weights(directory)
+    saved = weights.get("classifier_head/dense/bias")
+    if saved is not None:
+        if num_labels not in (None, saved.shape[0]):
+            raise CheckpointError(
+                f"{directory} holds a classifier with {saved.shape[0]} labels, not "
+                f"{num_labels}; start from its pretraining checkpoint for a new label set."
+            )
+        num_labels = int(saved.shape[0])
+    if num_labels is None:
+        raise ValueError(f"{directory} has no classifier head: give num_labels (1 for regression).")
+    model = AlbertTextClassifier.from_albert_config(config, dtype=dtype, num_labels=num_labels)
+    arrays = {
+        k: v
+        for k, v in weights.items()
+        if not k.startswith(("mlm_head/", "sop_head/", "multiple_choice_head/"))
+    }
+    assign_weights(model, arrays, allow_missing_prefixes=("classifier_head/",))
     return model

@@ -126,6 +126,40 @@ def test_multiple_choice_parity_and_absent_options(tmp_path):
     assert max_abs_diff(masked[1], ours[1]) <= TOLERANCE
 
 
+@pytest.mark.parametrize("num_labels", [3, 1])
+def test_sequence_classification_parity(tmp_path, num_labels):
+    hf_model = random_hf_model(
+        transformers.AlbertForSequenceClassification, seed=6, num_labels=num_labels
+    )
+    with torch.no_grad():  # spread the logits so a wrong mapping cannot hide
+        hf_model.classifier.weight.copy_(torch.randn_like(hf_model.classifier.weight))
+    hf_model.save_pretrained(tmp_path / "hf")
+    _, converted = convert("hf", str(tmp_path / "hf"), str(tmp_path / "ours"))
+    assert converted.task == "classification"
+    model = albert_tf.load_text_classifier(tmp_path / "ours")
+    assert model.num_labels == num_labels
+    batch = random_batch(120, batch=6, seq=16, seed=7)
+    with torch.no_grad():
+        theirs = hf_model(**torch_inputs(batch)).logits.numpy()
+    ours = np.asarray(model(batch))
+    assert ours.shape == (6, num_labels)
+    assert max_abs_diff(ours, theirs) <= TOLERANCE
+    assert np.ptp(ours, axis=0).min() > 1e-3  # inputs really score differently
+
+
+def test_classifier_head_is_not_taken_for_a_multiple_choice_scorer(tmp_path):
+    # Both HF heads are "classifier": a 1-label sequence classifier must not
+    # become a multiple-choice model, nor a multiple-choice one a classifier.
+    for model_class, task in (
+        (transformers.AlbertForSequenceClassification, "classification"),
+        (transformers.AlbertForMultipleChoice, "multiple_choice"),
+    ):
+        folder = tmp_path / model_class.__name__
+        random_hf_model(model_class, seed=8, num_labels=1).save_pretrained(folder / "hf")
+        _, converted = convert("hf", str(folder / "hf"), str(folder / "ours"))
+        assert converted.task == task, model_class.__name__
+
+
 def test_masked_lm_without_sop_gets_fresh_sop_head(tmp_path):
     hf_model = random_hf_model(transformers.AlbertForMaskedLM, seed=5)
     hf_model.save_pretrained(tmp_path / "hf")
