@@ -1,14 +1,19 @@
-"""Fine-tune ALBERT for multiple choice.
+"""Fine-tune ALBERT for multiple choice or for text classification.
 
     python -m albert_tf.finetune --flagfile=configs/finetune_quickstart.flags
+    python -m albert_tf.finetune --task=classification --flagfile=configs/classify_zh_reviews.flags
 
 Starts from a model directory in this package's format (``--checkpoint``:
 pretrained here or converted with ``python -m albert_tf.convert``), or from
 random weights (``--init_config``, a config JSON; with ``--tokenizer_dir``).
 Data: JSON Lines / RACE / C3 files, globs or folders (see
 docs/finetuning.md), or ``sample:en`` / ``sample:zh`` for a next-sentence
-task built from the embedded sample corpora. Without ``--dev_files`` the
-training items are split by a hash of their ids (``--split``).
+task built from the embedded sample corpora. ``--task=classification``
+reads single texts or text pairs with labels: JSON Lines (``text``,
+``text_pair``, ``label``), GLUE's TSV files and CLUE's JSON Lines
+(`albert_tf.data.classification`); ``--num_labels=1`` fine-tunes a
+regression model (STS-B). Without ``--dev_files`` the training items are
+split by a hash of their ids (``--split``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,20 @@ from albert_tf.cli.runner import UserError
 from albert_tf.data.multiple_choice import CONTEXT_KEEP
 
 FLAGS = flags.FLAGS
+TASKS = ("multiple_choice", "classification")
+flags.DEFINE_enum("task", "multiple_choice", list(TASKS), "What to fine-tune for.")
+flags.DEFINE_integer(
+    "num_labels",
+    None,
+    "classification: classes (default: the labels found in --train_files); 1 = regression.",
+    lower_bound=1,
+)
+flags.DEFINE_string(
+    "metric",
+    None,
+    "classification: dev metric that picks the best checkpoint: accuracy (default), "
+    "macro_f1 or mcc; pearson (default) or spearman for regression.",
+)
 flags.DEFINE_string("checkpoint", None, "Model directory to start from (albert_tf format).")
 flags.DEFINE_string("init_config", None, "Instead of --checkpoint: config JSON, random init.")
 flags.DEFINE_string("tokenizer_dir", None, "Tokenizer (default: CHECKPOINT/tokenizer).")
@@ -33,12 +52,14 @@ flags.DEFINE_list("split", ["0.8", "0.1", "0.1"], "train,dev,test fractions with
 flags.DEFINE_integer("split_seed", 0, "Seed of the hash split.")
 flags.DEFINE_string("output_dir", None, "Where best/ and metrics.jsonl go.")
 flags.DEFINE_integer("max_seq_length", 512, "Packed sequence length limit.")
-flags.DEFINE_integer("max_qa_length", 128, "Question+option pieces kept (the last ones).")
+flags.DEFINE_integer(
+    "max_qa_length", 128, "multiple_choice: question+option pieces kept (the last ones)."
+)
 flags.DEFINE_enum(
     "context_keep",
     "start",
     list(CONTEXT_KEEP),
-    "Which end of a too-long context is kept: start (a reading passage) or end "
+    "multiple_choice: which end of a too-long context is kept: start (a reading passage) or end "
     "(a 'what comes next?' item, whose clue is the text just before the options).",
 )
 flags.DEFINE_integer("batch_size", 16, "Items per step.")
@@ -83,13 +104,55 @@ def load_items(specs: list[str], seed: int):
     return items, skipped
 
 
-def _report(name: str, items, skipped) -> None:
-    counts: dict[int, int] = {}
+def _report(name: str, items, skipped, label_names=None) -> None:
+    counts: dict = {}
     for item in items:
-        counts[len(item.options)] = counts.get(len(item.options), 0) + 1
-    print(f"{name}: {len(items)} items; options per item {dict(sorted(counts.items()))}")
+        key = len(item.options) if hasattr(item, "options") else item.label
+        counts[key] = counts.get(key, 0) + 1
+    if items and hasattr(items[0], "options"):
+        print(f"{name}: {len(items)} items; options per item {dict(sorted(counts.items()))}")
+    elif label_names:
+        per_label = {label_names[k]: v for k, v in sorted(counts.items()) if k >= 0}
+        print(f"{name}: {len(items)} items; per label {per_label}")
+    else:
+        print(f"{name}: {len(items)} items (scores)")
     if skipped:
         print(f"{name}: skipped {sum(skipped.values())} bad input(s): {dict(skipped)}")
+
+
+def _split(train, test):
+    from albert_tf.data.multiple_choice import split_examples
+
+    if FLAGS.dev_files:
+        return train, None, test
+    fractions = [float(x) for x in FLAGS.split]
+    train, dev, *rest = split_examples(train, fractions, seed=FLAGS.split_seed)
+    return train, dev, (test or (rest[0] if rest else []))
+
+
+def _classification_data(label_names):
+    from albert_tf.data.classification import read_classification
+
+    regression = FLAGS.num_labels == 1
+    train, skipped, names = read_classification(
+        FLAGS.train_files, label_names=label_names, regression=regression
+    )
+    if not regression and FLAGS.num_labels and label_names is None:
+        if len(names) > FLAGS.num_labels:
+            raise UserError(
+                f"--num_labels={FLAGS.num_labels} but the training data has {len(names)} "
+                f"labels: {names}"
+            )
+        names += [f"unused_{i}" for i in range(len(names), FLAGS.num_labels)]
+    read = {"label_names": names, "regression": regression}
+    dev = test = None
+    if FLAGS.dev_files:
+        dev, dev_skipped, _ = read_classification(FLAGS.dev_files, **read)
+        _report("dev", dev, dev_skipped, names)
+    if FLAGS.test_files:
+        test, test_skipped, _ = read_classification(FLAGS.test_files, **read)
+        _report("test", test, test_skipped, names)
+    return train, dev, test, skipped, names
 
 
 def main() -> None:
@@ -98,46 +161,61 @@ def main() -> None:
     import keras
 
     import albert_tf
-    from albert_tf.data.multiple_choice import split_examples
+    from albert_tf.serving import read_finetune_settings
     from albert_tf.tokenizers import load_tokenizer
+    from albert_tf.training.classification import ClassificationTrainer
     from albert_tf.training.finetuning import MultipleChoiceTrainer
 
     keras.utils.set_random_seed(FLAGS.seed)
+    classification = FLAGS.task == "classification"
     tokenizer_dir = FLAGS.tokenizer_dir or os.path.join(FLAGS.checkpoint or "", "tokenizer")
     tokenizer = load_tokenizer(tokenizer_dir)
+
+    label_names = None
+    if classification:
+        # Continuing a classifier: its label map decides the class indexes.
+        previous = read_finetune_settings(FLAGS.checkpoint) if FLAGS.checkpoint else {}
+        label_names = previous.get("label_names") or None
+        train, dev, test, skipped, label_names = _classification_data(label_names)
+        num_labels = 1 if FLAGS.num_labels == 1 else len(label_names)
+        if not label_names and num_labels != 1:
+            raise UserError("no labelled training items (see the counts above)")
+    else:
+        train, skipped = load_items(FLAGS.train_files, FLAGS.split_seed)
+        dev = None
+        if FLAGS.dev_files:
+            dev, dev_skipped = load_items(FLAGS.dev_files, FLAGS.split_seed)
+            _report("dev", dev, dev_skipped)
+        test = None
+        if FLAGS.test_files:
+            test, test_skipped = load_items(FLAGS.test_files, FLAGS.split_seed)
+            _report("test", test, test_skipped)
+    split_train, split_dev, test = _split(train, test or [])
+    train, dev = split_train, dev if dev is not None else split_dev
+
     if FLAGS.checkpoint:
-        model = albert_tf.load_multiple_choice(FLAGS.checkpoint)
+        if classification:
+            model = albert_tf.load_text_classifier(FLAGS.checkpoint, num_labels)
+        else:
+            model = albert_tf.load_multiple_choice(FLAGS.checkpoint)
     else:
         config = albert_tf.AlbertConfig.from_json(FLAGS.init_config)
         if config.vocab_size != tokenizer.vocabulary_size:
             print(f"vocab_size {config.vocab_size} -> {tokenizer.vocabulary_size} (tokenizer)")
             config = config.replace(vocab_size=tokenizer.vocabulary_size)
-        model = albert_tf.AlbertMultipleChoice.from_albert_config(config)
-    train, skipped = load_items(FLAGS.train_files, FLAGS.split_seed)
-    test = []
-    if FLAGS.dev_files:
-        dev, dev_skipped = load_items(FLAGS.dev_files, FLAGS.split_seed)
-        _report("dev", dev, dev_skipped)
-    else:
-        fractions = [float(x) for x in FLAGS.split]
-        train, dev, *rest = split_examples(train, fractions, seed=FLAGS.split_seed)
-        test = rest[0] if rest else []
-    if FLAGS.test_files:
-        test, test_skipped = load_items(FLAGS.test_files, FLAGS.split_seed)
-        _report("test", test, test_skipped)
+        if classification:
+            model = albert_tf.AlbertTextClassifier.from_albert_config(config, num_labels=num_labels)
+        else:
+            model = albert_tf.AlbertMultipleChoice.from_albert_config(config)
     if FLAGS.max_items:
         train = train[: FLAGS.max_items]
-    _report("train", train, skipped)
+    _report("train", train, skipped, label_names)
     if not train or not dev:
         raise UserError("no training or dev items left (see the counts above)")
     languages = sorted({item.lang for item in train if item.lang})
-    trainer = MultipleChoiceTrainer(
-        model,
-        tokenizer,
+    common = dict(
         output_dir=FLAGS.output_dir,
         max_seq_length=FLAGS.max_seq_length,
-        max_qa_length=FLAGS.max_qa_length,
-        context_keep=FLAGS.context_keep,
         batch_size=FLAGS.batch_size,
         learning_rate=FLAGS.learning_rate,
         num_epochs=FLAGS.num_epochs,
@@ -151,19 +229,42 @@ def main() -> None:
         fused_kernels=FLAGS.fused_kernels,
         language=",".join(languages),
     )
+    if classification:
+        trainer = ClassificationTrainer(
+            model,
+            tokenizer,
+            label_names=label_names if num_labels > 1 else (),
+            metric=FLAGS.metric,
+            **common,
+        )
+    else:
+        trainer = MultipleChoiceTrainer(
+            model,
+            tokenizer,
+            max_qa_length=FLAGS.max_qa_length,
+            context_keep=FLAGS.context_keep,
+            **common,
+        )
     result = trainer.fit(train, dev)
     summary = {k: v for k, v in result.items() if k != "history"}
     if test:
-        best = MultipleChoiceTrainer(
-            albert_tf.load_multiple_choice(result["best_dir"]),
-            tokenizer,
-            output_dir=FLAGS.output_dir,
-            max_seq_length=FLAGS.max_seq_length,
-            max_qa_length=FLAGS.max_qa_length,
-            context_keep=FLAGS.context_keep,
-            batch_size=FLAGS.batch_size,
-            progress=False,
-        )
+        if classification:
+            best_model = albert_tf.load_text_classifier(result["best_dir"])
+            best = ClassificationTrainer(
+                best_model,
+                tokenizer,
+                label_names=trainer.label_names,
+                metric=trainer.metric,
+                **common | {"progress": False},
+            )
+        else:
+            best = MultipleChoiceTrainer(
+                albert_tf.load_multiple_choice(result["best_dir"]),
+                tokenizer,
+                max_qa_length=FLAGS.max_qa_length,
+                context_keep=FLAGS.context_keep,
+                **common | {"progress": False},
+            )
         summary["test"] = best.evaluate(test)
     print(json.dumps(summary, indent=2))
     with open(os.path.join(FLAGS.output_dir, "summary.json"), "w", encoding="utf-8") as f:

@@ -6,8 +6,9 @@ numeric version)::
     BASE/NAME/<version>/
       saved_model.pb, variables/      signatures serving_default, score_ids, tokenize
       assets/                         tokenizer assets the graph reads (vocab.txt)
-      assets.extra/albert_tf.json     settings, request limits and provenance (ignored by
-                                      TF Serving)
+      assets.extra/albert_tf.json     task, settings, request limits and provenance
+                                      (ignored by TF Serving)
+      assets.extra/labels.json        a classifier's label names, by class index
       assets.extra/model_card.json    what the model was trained on and how it scored
                                       (when given; the Streamlit app shows it)
       assets.extra/tokenizer/         the tokenizer, for clients that tokenise themselves
@@ -24,10 +25,13 @@ import tensorflow as tf
 
 from albert_tf import kernels
 from albert_tf.serving.multiple_choice_module import LIMITS, MultipleChoiceServingModule
+from albert_tf.serving.text_classifier_module import LIMITS as CLASSIFIER_LIMITS
+from albert_tf.serving.text_classifier_module import TextClassifierServingModule
 from albert_tf.training.finetuning import SETTINGS_FILE  # fine-tuning writes it, we read it
 
 METADATA_FILE = "albert_tf.json"
 MODEL_CARD_FILE = "model_card.json"
+LABELS_FILE = "labels.json"
 DEFAULT_MAX_SEQ_LENGTH = 512
 DEFAULT_MAX_QA_LENGTH = 128
 
@@ -68,8 +72,12 @@ def export_saved_model(
 ) -> str:
     """Writes ``export_dir/<version>/`` and returns its path.
 
+    The task is the one fine-tuning recorded in ``finetune.json``: multiple
+    choice (also when there is no record) or classification.
+
     Args:
-        checkpoint_dir: a model directory `albert_tf.load_multiple_choice` reads.
+        checkpoint_dir: a fine-tuned model directory (`albert_tf.load_multiple_choice`
+            or `albert_tf.load_text_classifier` reads it).
         export_dir: ``BASE/NAME``; the version folder is created inside.
         tokenizer_dir: defaults to ``checkpoint_dir/tokenizer``.
         version: defaults to `next_version`; an existing version is an error.
@@ -86,7 +94,7 @@ def export_saved_model(
         >>> export_saved_model("runs/mc/best", "exported/albert_mc")  # doctest: +SKIP
         'exported/albert_mc/1'
     """
-    from albert_tf.checkpoints.saved_format import load_multiple_choice
+    from albert_tf.checkpoints.saved_format import load_multiple_choice, load_text_classifier
     from albert_tf.tokenizers import load_tokenizer
 
     checkpoint_dir, export_dir = os.fspath(checkpoint_dir), os.fspath(export_dir)
@@ -96,26 +104,41 @@ def export_saved_model(
             f"no tokenizer at {tokenizer_dir!r}; pass tokenizer_dir (--tokenizer_dir) or "
             "save the model with save_model(..., tokenizer=...)"
         )
-    model = load_multiple_choice(checkpoint_dir)
+    settings = read_finetune_settings(checkpoint_dir)
+    task = settings.get("task", "multiple_choice")
+    if task == "classification":
+        model = load_text_classifier(checkpoint_dir)
+    else:
+        model = load_multiple_choice(checkpoint_dir)
     tokenizer = load_tokenizer(tokenizer_dir)
     if tokenizer.vocabulary_size != model.config.vocab_size:
         raise ValueError(
             f"tokenizer has {tokenizer.vocabulary_size} pieces but the model's "
             f"vocab_size is {model.config.vocab_size}: wrong tokenizer for this checkpoint"
         )
-    settings = read_finetune_settings(checkpoint_dir)
     limit = model.config.max_position_embeddings
     max_seq_length = max_seq_length or settings.get(
         "max_seq_length", min(DEFAULT_MAX_SEQ_LENGTH, limit)
     )
-    max_qa_length = max_qa_length or settings.get(
-        "max_qa_length", min(DEFAULT_MAX_QA_LENGTH, max_seq_length - 3)
-    )
-    # Packing as in fine-tuning: the model learned from contexts cut this way.
-    context_keep = settings.get("context_keep", "start")
-    module = MultipleChoiceServingModule(
-        model, tokenizer, max_seq_length, max_qa_length, context_keep
-    )
+    if task == "classification":
+        label_names = list(settings.get("label_names", []))
+        module = TextClassifierServingModule(model, tokenizer, max_seq_length, label_names)
+        task_metadata = {"label_names": label_names, "limits": CLASSIFIER_LIMITS}
+    else:
+        max_qa_length = max_qa_length or settings.get(
+            "max_qa_length", min(DEFAULT_MAX_QA_LENGTH, max_seq_length - 3)
+        )
+        # Packing as in fine-tuning: the model learned from contexts cut this way.
+        context_keep = settings.get("context_keep", "start")
+        module = MultipleChoiceServingModule(
+            model, tokenizer, max_seq_length, max_qa_length, context_keep
+        )
+        task_metadata = {
+            "max_qa_length": max_qa_length,
+            "context_keep": context_keep,
+            # What the signatures refuse (InvalidArgumentError), for clients to check first.
+            "limits": LIMITS,
+        }
 
     version = next_version(export_dir) if version is None else int(version)
     final = os.path.join(export_dir, str(version))
@@ -139,14 +162,11 @@ def export_saved_model(
     extra = os.path.join(tmp, "assets.extra")
     tokenizer.save(os.path.join(extra, "tokenizer"))
     metadata = {
-        "task": "multiple_choice",
+        "task": task,
         "tokenizer": tokenizer.kind,
         "language": settings.get("language", "zh" if tokenizer.kind == "wordpiece" else "en"),
         "max_seq_length": max_seq_length,
-        "max_qa_length": max_qa_length,
-        "context_keep": context_keep,
-        # What the signatures refuse (InvalidArgumentError), for clients to check first.
-        "limits": LIMITS,
+        **task_metadata,
         "vocab_size": model.config.vocab_size,
         "checkpoint": os.path.abspath(checkpoint_dir),
         "finetune": settings,
@@ -155,6 +175,9 @@ def export_saved_model(
     }
     with open(os.path.join(extra, METADATA_FILE), "w", encoding="utf-8") as f:
         json.dump(metadata, f, indent=2, ensure_ascii=False)
+    if task == "classification":
+        with open(os.path.join(extra, LABELS_FILE), "w", encoding="utf-8") as f:
+            json.dump(task_metadata["label_names"], f, ensure_ascii=False)
     if model_card is not None:
         with open(os.path.join(extra, MODEL_CARD_FILE), "w", encoding="utf-8") as f:
             json.dump(model_card, f, indent=2, ensure_ascii=False)

@@ -1,0 +1,100 @@
+"""Scores of a text classifier: accuracy, macro-F1, MCC; Pearson and Spearman for scores.
+
+The metrics GLUE and CLUE report, in numpy only: accuracy (with its standard
+error) and macro-F1 for classes, Matthews correlation for CoLA-style sets,
+Pearson and Spearman correlation for STS-B-style scores.
+
+>>> import numpy as np
+>>> labels, predictions = np.array([0, 0, 1, 1, 2]), np.array([0, 1, 1, 1, 2])
+>>> round(accuracy(labels, predictions), 2), round(macro_f1(labels, predictions, 3), 4)
+(0.8, 0.8222)
+>>> round(pearson([1, 2, 3, 4], [1, 2, 3, 5]), 4), spearman([1, 2, 3, 4], [1, 2, 3, 5])
+(0.9827, 1.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+#: Dev metrics that can pick the best checkpoint, by kind of head.
+CLASS_METRICS = ("accuracy", "macro_f1", "mcc")
+SCORE_METRICS = ("pearson", "spearman")
+
+
+def accuracy(labels: Sequence[int], predictions: Sequence[int]) -> float:
+    return float(np.mean(np.asarray(labels) == np.asarray(predictions)))
+
+
+def accuracy_stderr(value: float, count: int) -> float:
+    """Standard error of an accuracy measured on ``count`` independent items."""
+    return float(np.sqrt(value * (1.0 - value) / count)) if count else 0.0
+
+
+def confusion_matrix(labels: Sequence[int], predictions: Sequence[int], num_labels: int):
+    """[true, predicted] counts."""
+    matrix = np.zeros((num_labels, num_labels), np.int64)
+    np.add.at(matrix, (np.asarray(labels), np.asarray(predictions)), 1)
+    return matrix
+
+
+def macro_f1(labels: Sequence[int], predictions: Sequence[int], num_labels: int) -> float:
+    """Unweighted mean of the per-class F1 (a class never seen nor predicted counts 0)."""
+    matrix = confusion_matrix(labels, predictions, num_labels)
+    true_positive = np.diag(matrix).astype(float)
+    denominator = matrix.sum(0) + matrix.sum(1)  # predicted + actual, = 2TP + FP + FN
+    f1 = np.divide(2 * true_positive, denominator, out=np.zeros(num_labels), where=denominator > 0)
+    return float(f1.mean())
+
+
+def mcc(labels: Sequence[int], predictions: Sequence[int], num_labels: int) -> float:
+    """Matthews correlation (its multi-class form, Gorodkin's R_K); 0 when undefined."""
+    matrix = confusion_matrix(labels, predictions, num_labels).astype(float)
+    n = matrix.sum()
+    correct = np.trace(matrix)
+    predicted, actual = matrix.sum(0), matrix.sum(1)
+    numerator = correct * n - predicted @ actual
+    denominator = np.sqrt(n**2 - predicted @ predicted) * np.sqrt(n**2 - actual @ actual)
+    return float(numerator / denominator) if denominator > 0 else 0.0
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    x, y = x - x.mean(), y - y.mean()
+    denominator = np.sqrt((x * x).sum() * (y * y).sum())
+    return float((x * y).sum() / denominator) if denominator > 0 else 0.0
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks from 1, ties given their mean rank (as Spearman's rho needs)."""
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values), np.float64)
+    ranks[order] = np.arange(1, len(values) + 1)
+    unique, inverse = np.unique(values, return_inverse=True)
+    sums = np.bincount(inverse, weights=ranks, minlength=len(unique))
+    counts = np.bincount(inverse, minlength=len(unique))
+    return (sums / counts)[inverse]
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    return pearson(_ranks(np.asarray(x, np.float64)), _ranks(np.asarray(y, np.float64)))
+
+
+def class_metrics(labels, predictions, num_labels: int) -> dict[str, float]:
+    value = accuracy(labels, predictions)
+    return {
+        "accuracy": value,
+        "accuracy_stderr": accuracy_stderr(value, len(labels)),
+        "macro_f1": macro_f1(labels, predictions, num_labels),
+        "mcc": mcc(labels, predictions, num_labels),
+    }
+
+
+def score_metrics(labels, scores) -> dict[str, float]:
+    labels, scores = np.asarray(labels, np.float64), np.asarray(scores, np.float64)
+    return {
+        "pearson": pearson(labels, scores),
+        "spearman": spearman(labels, scores),
+        "mse": float(np.mean((labels - scores) ** 2)),
+    }
