@@ -224,6 +224,7 @@ class FineTuningTrainer:
             from tqdm import tqdm
 
             bar = tqdm(total=total, desc="fine-tuning", unit="step", dynamic_ncols=True)
+        write = bar.write if bar is not None else lambda line: print(line, flush=True)
         start = time.perf_counter()
         run_loss, run_correct, run_count, epoch = 0.0, 0.0, 0, 0
         while step < total and not stopped:
@@ -262,11 +263,11 @@ class FineTuningTrainer:
                     )
                     if bar is not None:
                         bar.set_postfix(loss=f"{float(loss):.3f}", best_dev=f"{best:.3f}")
-                        bar.write(message)
+                    # Without a bar (logs, CI) the evaluations are the progress report.
+                    write(message)
                     if self.patience and stale >= self.patience:
                         stopped = True
-                        if bar is not None:
-                            bar.write(f"early stopping: no improvement in {stale} evaluations")
+                        write(f"early stopping: no improvement in {stale} evaluations")
                 if step >= total or stopped:
                     break
             epoch += 1
