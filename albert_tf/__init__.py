@@ -21,7 +21,7 @@ from albert_tf.config import AlbertConfig, ConfigError  # noqa: E402
 from albert_tf.models.backbone import AlbertBackbone  # noqa: E402
 from albert_tf.models.multiple_choice_model import AlbertMultipleChoice  # noqa: E402
 from albert_tf.models.pretraining_model import AlbertPretrainingModel  # noqa: E402
-from albert_tf.models.text_classifier import AlbertTextClassifier  # noqa: E402
+from albert_tf.models.text_classifier_model import AlbertTextClassifier  # noqa: E402
 from albert_tf.presets import PRESETS, get_preset  # noqa: E402
 
 __version__ = "0.1.0"

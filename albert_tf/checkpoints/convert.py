@@ -252,7 +252,7 @@ def build_model(converted: Converted, dtype=None):
     """
     from albert_tf.models.multiple_choice_model import AlbertMultipleChoice
     from albert_tf.models.pretraining_model import AlbertPretrainingModel
-    from albert_tf.models.text_classifier import AlbertTextClassifier
+    from albert_tf.models.text_classifier_model import AlbertTextClassifier
 
     if converted.task == "classification":
         num_labels = int(converted.arrays["classifier_head/dense/bias"].shape[0])

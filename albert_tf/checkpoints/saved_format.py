@@ -228,7 +228,7 @@ def load_text_classifier(
     is read from the head's weights); starting from a pretraining checkpoint
     it is required. A directory whose head has another size is an error.
     """
-    from albert_tf.models.text_classifier import AlbertTextClassifier
+    from albert_tf.models.text_classifier_model import AlbertTextClassifier
 
     config = read_config(directory)
     weights = read_weights(directory)

@@ -23,6 +23,7 @@ from albert_tf.layers.transformer_layer import AlbertTransformerLayer
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.multiple_choice_model import AlbertMultipleChoice
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
+from albert_tf.models.text_classifier_model import AlbertTextClassifier
 
 CONFIG = tiny_config()  # V=120, E=16, H=48, 4 layers, 4 heads, FFN 96
 V, E, H = CONFIG.vocab_size, CONFIG.embedding_size, CONFIG.hidden_size
@@ -266,6 +267,19 @@ def test_multiple_choice_model(tmp_path):
         mixed_output_dtypes="float32",
     )
     assert model(*args(7))[1, 2] == -1e9
+
+
+@pytest.mark.parametrize("num_labels", [3, 1])
+def test_text_classifier_model(num_labels, tmp_path):
+    model = run_layer_test(
+        AlbertTextClassifier,
+        dict(backbone=AlbertBackbone(CONFIG), num_labels=num_labels),
+        lambda seq: (random_batch(V, batch=2, seq=seq),),
+        lambda seq: (2, num_labels),
+        tmp_path,
+        mixed_output_dtypes="float32",
+    )
+    assert model.get_config()["num_labels"] == num_labels
 
 
 def test_loaded_pretraining_model_decodes_through_the_backbone_embedding(tmp_path):
