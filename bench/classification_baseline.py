@@ -1,0 +1,194 @@
+"""The bag-of-units logistic-regression baseline on the shared review set: accuracy, time, RSS.
+
+The set a fine-tuned ALBERT is compared with (docs/finetuning.md):
+``../shared/data/classification/zh_product_reviews.jsonl.gz`` (JSON Lines with
+``id``, ``text`` and a 0/1 ``label``), split as fine-tuning splits it,
+``split_examples(items, [0.8, 0.1, 0.1], seed=0)`` into train/dev/test. Each
+kind of units (``units``: characters and words, `text_units`; ``bigrams``: and
+pairs of adjacent ones, `units_and_bigrams`) is fitted in a fresh process by
+`albert_tf.training.bag_of_units_baseline.fit_bag_of_units` (L2 chosen on dev)
+and scored on test, and also on the test items whose text no training item
+has: the set holds many copies of the same review, and ids, not texts, decide
+the split. Writes ``bench/results/classification_baseline.json`` and prints a
+table::
+
+    python bench/classification_baseline.py                 # both, ~1-2 min on 2 cores
+    python bench/classification_baseline.py --units=units   # characters and words only
+    python bench/classification_baseline.py --smoke         # 2,000 reviews, output in /tmp
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from common import (
+    SHARED_DATA,
+    add_common_flags,
+    choices,
+    machine_info,
+    output_path,
+    publish,
+    spawn,
+    thread_report,
+    worker_main,
+)
+
+NAME = "classification_baseline"
+DATA = os.path.join(SHARED_DATA, "classification", "zh_product_reviews.jsonl.gz")
+UNITS = ("units", "bigrams")
+SMOKE_ITEMS = 2000
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    id: str
+    text: str
+    text_pair: str
+    label: int
+
+
+def load(path: str, max_items: int = 0) -> list[Item]:
+    items = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            items.append(Item(str(row["id"]), row["text"], row.get("text_pair", ""), row["label"]))
+            if max_items and len(items) >= max_items:
+                break
+    return items
+
+
+def rss_mb(field: str) -> float:
+    """``VmRSS`` (now) or ``VmHWM`` (peak since the last reset) of this process, in MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return round(int(line.split()[1]) / 1024, 1)
+    raise KeyError(field)
+
+
+def reset_peak_rss() -> bool:
+    """Restarts ``VmHWM`` from the current RSS, so it measures what comes next."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def run_worker(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+
+    from albert_tf.data.multiple_choice import split_examples
+    from albert_tf.training import bag_of_units_baseline as baseline
+
+    units = {"units": baseline.text_units, "bigrams": baseline.units_and_bigrams}[args.worker]
+    items = load(args.data, SMOKE_ITEMS if args.smoke else 0)
+    train, dev, test = split_examples(items, [0.8, 0.1, 0.1], seed=0)
+    train_texts = {item.text for item in train}
+    unseen = [item for item in test if item.text not in train_texts]
+    num_labels = max(item.label for item in items) + 1
+
+    rss_before = rss_mb("VmRSS")  # TensorFlow (split_examples' module) and the data
+    peak_reset = reset_peak_rss()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    model = baseline.fit_bag_of_units(train, num_labels=num_labels, dev=dev, units=units)
+    fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+
+    def scores(part: list[Item]) -> dict[str, float]:
+        labels = np.array([item.label for item in part])
+        return baseline.classification_scores(labels, model.predict(part), num_labels)
+
+    start = time.perf_counter()
+    test_scores = scores(test)
+    predict_s = time.perf_counter() - start
+    return {
+        "units": args.worker,
+        "items": {"train": len(train), "dev": len(dev), "test": len(test)},
+        "distinct_texts": len({item.text for item in items}),
+        "test_texts_in_train": len(test) - len(unseen),
+        "l2": model.l2,
+        "features": len(model.vocabulary),
+        "dev": scores(dev),
+        "test": test_scores,
+        "test_unseen_texts": scores(unseen) if unseen else None,
+        "fit_s": round(fit_s, 1),
+        # CPU seconds too: on a shared machine the wall time depends on the others' load.
+        "fit_cpu_s": round(fit_cpu_s, 1),
+        "predict_test_s": round(predict_s, 2),
+        "rss_before_fit_mb": rss_before,
+        "fit_peak_rss_mb": rss_mb("VmHWM") if peak_reset else None,
+        "fit_extra_rss_mb": round(rss_mb("VmHWM") - rss_before, 1) if peak_reset else None,
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "| units | features | L2 | test accuracy | macro-F1 | unseen-text accuracy (n) "
+        "| fit s (CPU s) | RSS MB: fit's peak − before / process peak |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in report["results"].items():
+        if "error" in r:
+            lines.append(f"| {name} | error: {r['error']} |")
+            continue
+        t, u = r["test"], r["test_unseen_texts"] or {}
+        unseen = f"{u['accuracy']:.3f} ± {u['accuracy_stderr']:.3f} ({u['count']})" if u else "—"
+        lines.append(
+            f"| {name} | {r['features']:,} | {r['l2']:g} "
+            f"| {t['accuracy']:.3f} ± {t['accuracy_stderr']:.3f} | {t['macro_f1']:.3f} "
+            f"| {unseen} | {r['fit_s']} ({r['fit_cpu_s']}) "
+            f"| {r['fit_extra_rss_mb']} / {r['peak_rss_mb']} |"
+        )
+    first = next((r for r in report["results"].values() if "error" not in r), None)
+    if first:
+        lines.append(
+            f"\n{first['items']['test']} test items, {first['test_texts_in_train']} of them "
+            f"with a text some training item has ({first['distinct_texts']:,} distinct texts "
+            f"in {sum(first['items'].values()):,} items). The fit's RSS: its peak less "
+            "the RSS before it (TensorFlow and the data loaded); the process: its peak."
+        )
+    return "\n".join(lines)
+
+
+def orchestrate(args: argparse.Namespace) -> None:
+    output = output_path(args, NAME)
+    report: dict[str, Any] = {
+        "what": "bag-of-units logistic regression (albert_tf.training.bag_of_units_baseline), "
+        "binary features, L2 chosen on dev, full-batch Adam in numpy",
+        "command": [os.path.relpath(__file__), *sys.argv[1:]],
+        "smoke": args.smoke,
+        "data": os.path.relpath(args.data),
+        "split": "split_examples(items, [0.8, 0.1, 0.1], seed=0)",
+        "machine": machine_info(),
+        "threads": thread_report(args),
+        "results": {},
+    }
+    for name in choices(args.units, UNITS, "units"):
+        print(f"[{name}] ...", file=sys.stderr, flush=True)
+        report["results"][name] = spawn(__file__, ["--worker", name, "--data", args.data], args)
+    publish(report, output, markdown(report))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_common_flags(parser)
+    parser.add_argument("--data", default=DATA, help="JSON Lines (.gz): id, text, label")
+    parser.add_argument("--units", default=",".join(UNITS), help=f"of {', '.join(UNITS)}")
+    args = parser.parse_args()
+    if args.worker:
+        worker_main(lambda: run_worker(args))
+    else:
+        orchestrate(args)
+
+
+if __name__ == "__main__":
+    main()
