@@ -11,14 +11,13 @@ By default the page answers with the model whose language matches the text (by
 script), says which model answered, and shows that model's card
 (``assets.extra/model_card.json``). Inference goes through the SavedModel's
 ``serving_default`` signature; ``tokenize`` shows how each option was packed. Only
-tensorflow and tensorflow_text are needed here.
+tensorflow and tensorflow_text are needed here. The page lists multiple-choice models
+only; text classifiers are on the classification page (``pages/classification.py``).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
+import sys
 import time
 from pathlib import Path
 
@@ -27,16 +26,31 @@ import streamlit as st
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
 
-DEFAULT_MODELS_DIR = os.environ.get("ALBERT_MODELS_DIR", "models/exported")
-AUTOMATIC = "Automatic: the model of the text's language"
+# Streamlit runs a page as a script, not as a module of a package. `streamlit run`
+# puts this folder on sys.path but AppTest.from_file does not: add it so that the
+# shared helpers import the same way under both.
+APPS_DIR = str(Path(__file__).resolve().parent)
+if APPS_DIR not in sys.path:  # the script reruns on every interaction
+    sys.path.insert(0, APPS_DIR)
+from common import (  # noqa: E402
+    AUTOMATIC,
+    LANGUAGE_NAMES,
+    MULTIPLE_CHOICE_TASKS,
+    UNK_WARNING_SHARE,
+    choose_model,
+    default_models_dir,
+    detect_language,
+    find_models,
+    model_info,
+    unknown_share,
+)
+
 REBUILD_COMMAND = "python -m albert_tf.demo_models   # about an hour per language on 2 CPU cores"
 # Larger inputs get a message instead of a long wait: the model reads at most
 # max_seq_length pieces per option anyway.
 MAX_OPTIONS = 20
 MAX_CONTEXT_CHARS = 2000
 MAX_OPTION_CHARS = 500
-UNK_WARNING_SHARE = 0.1
-LANGUAGE_NAMES = {"zh": "Chinese", "en": "English"}
 
 EXAMPLES = {
     "中文": {
@@ -63,44 +77,6 @@ EXAMPLES = {
         ],
     },
 }
-
-_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
-_LETTER = re.compile(r"[^\W\d_]")
-
-
-def detect_language(text: str) -> str:
-    """``"zh"`` when at least a third of the letters are CJK characters, else ``"en"``."""
-    letters = len(_LETTER.findall(text))
-    return "zh" if letters and len(_CJK.findall(text)) / letters >= 1 / 3 else "en"
-
-
-def find_models(root: str) -> dict[str, Path]:
-    """``{"NAME (version N)": path}`` for the newest version of each SavedModel."""
-    base = Path(root)
-    if (base / "saved_model.pb").is_file():
-        return {f"{base.parent.name} (version {base.name})": base}
-    found = {}
-    candidates = [base] + (sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else [])
-    for name_dir in candidates:
-        versions = (
-            [p for p in name_dir.iterdir() if p.name.isdigit() and (p / "saved_model.pb").is_file()]
-            if name_dir.is_dir()
-            else []
-        )
-        if versions:
-            newest = max(versions, key=lambda p: int(p.name))
-            found[f"{name_dir.name} (version {newest.name})"] = newest
-    return found
-
-
-def _read_json(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
-
-def model_info(path: Path) -> tuple[dict, dict]:
-    """The export metadata and the model card (each {} when absent)."""
-    extra = path / "assets.extra"
-    return _read_json(extra / "albert_tf.json"), _read_json(extra / "model_card.json")
 
 
 @st.cache_resource(show_spinner="Loading the SavedModel…")
@@ -129,17 +105,6 @@ def set_example() -> None:
     st.session_state.context = example["context"]
     st.session_state.question = example["question"]
     st.session_state.options = "\n".join(example["options"])
-
-
-def choose_model(models: dict[str, Path], choice: str, language: str) -> tuple[str, str]:
-    """The model to answer with, and why."""
-    if choice != AUTOMATIC:
-        return choice, "chosen in the sidebar"
-    for name, path in models.items():
-        if model_info(path)[0].get("language") == language:
-            return name, f"the text is {LANGUAGE_NAMES.get(language, language)}"
-    name = next(iter(models))
-    return name, f"no {LANGUAGE_NAMES.get(language, language)} model found; using the first one"
 
 
 def show_model_card(name: str, meta: dict, card: dict) -> None:
@@ -219,13 +184,13 @@ def main() -> None:
     st.title("ALBERT multiple choice")
     st.caption("Which option continues the context? A small ALBERT, trained here, answers.")
 
-    models_dir = st.sidebar.text_input("Models folder", DEFAULT_MODELS_DIR)
-    models = find_models(models_dir)
+    models_dir = st.sidebar.text_input("Models folder", default_models_dir())
+    models = find_models(models_dir, MULTIPLE_CHOICE_TASKS)
     if not models:
         st.error(
-            f"No exported model found in `{models_dir}`. The repository ships a demo "
-            "model in `models/exported`: start the app from the repository root, or "
-            "rebuild the demo models:"
+            f"No exported model found in `{models_dir}` for multiple choice. The "
+            "repository ships a demo model in `models/exported`: start the app from the "
+            "repository root, or rebuild the demo models:"
         )
         st.code(REBUILD_COMMAND, language="bash")
         st.info(
@@ -280,8 +245,7 @@ def main() -> None:
         for row, n in zip(pieces, lengths, strict=True)
         for p in row[:n]
     ]
-    real = [p for p in words if p not in ("[CLS]", "[SEP]", "[PAD]", "<pad>")]
-    unknown = sum(p in ("[UNK]", "<unk>") for p in real) / max(len(real), 1)
+    unknown = unknown_share(words)
 
     st.caption(
         f"Answered by **{name}** ({LANGUAGE_NAMES.get(meta.get('language'), '?')}): {reason}."

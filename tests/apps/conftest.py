@@ -1,4 +1,5 @@
-"""The app tests run Streamlit's AppTest, which leaves the app as ``__main__``."""
+"""The app tests run Streamlit's AppTest, which leaves the app as ``__main__``;
+the classification page's tests share tiny classifiers built once per session."""
 
 from __future__ import annotations
 
@@ -15,3 +16,12 @@ def _restore_main_module():
     main = sys.modules["__main__"]
     yield
     sys.modules["__main__"] = main
+
+
+@pytest.fixture(scope="session")
+def classifier_models(tmp_path_factory):
+    """A tiny Chinese classifier with a card and a tiny English regression model,
+    built once per session (see classifier_helpers)."""
+    from classifier_helpers import models
+
+    return models(tmp_path_factory.getbasetemp())

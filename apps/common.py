@@ -1,0 +1,109 @@
+"""Helpers both Streamlit pages use: finding exported models of one task, reading
+their metadata and model card, detecting the text's language and picking the model
+of that language. Only the standard library is imported here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Collection, Iterable
+from pathlib import Path
+
+AUTOMATIC = "Automatic: the model of the text's language"
+LANGUAGE_NAMES = {"zh": "Chinese", "en": "English"}
+UNK_WARNING_SHARE = 0.1
+
+# The tasks `albert_tf.serving.export_saved_model` records in assets.extra/albert_tf.json.
+# Exports older than text classification have no "task" key: they are multiple choice.
+MULTIPLE_CHOICE_TASKS = ("multiple_choice", None)
+CLASSIFICATION_TASKS = ("classification",)
+
+SPECIAL_PIECES = ("[CLS]", "[SEP]", "[PAD]", "<pad>", "")
+UNKNOWN_PIECES = ("[UNK]", "<unk>")
+
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def default_models_dir() -> str:
+    """``ALBERT_MODELS_DIR``, else ``models/exported``. Read on every run, not at import:
+    this module stays imported across reruns (and across AppTest runs in one process)."""
+    return os.environ.get("ALBERT_MODELS_DIR", "models/exported")
+
+
+def detect_language(text: str) -> str:
+    """``"zh"`` when at least a third of the letters are CJK characters, else ``"en"``.
+
+    >>> detect_language("这个手机很好 ok"), detect_language("A fine phone 好")
+    ('zh', 'en')
+    """
+    letters = len(_LETTER.findall(text))
+    return "zh" if letters and len(_CJK.findall(text)) / letters >= 1 / 3 else "en"
+
+
+def read_json(path: Path) -> dict:
+    """The JSON object in ``path``; {} when the file is absent, unreadable or not an object
+    (a broken card must not take the page down)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def model_info(path: Path) -> tuple[dict, dict]:
+    """The export metadata and the model card (each {} when absent)."""
+    extra = Path(path) / "assets.extra"
+    return read_json(extra / "albert_tf.json"), read_json(extra / "model_card.json")
+
+
+def model_task(path: Path) -> str | None:
+    """The task the export recorded; None for exports that predate the key."""
+    return model_info(path)[0].get("task")
+
+
+def _versions(name_dir: Path, tasks: Collection[str | None]) -> list[Path]:
+    if not name_dir.is_dir():
+        return []
+    return [
+        p
+        for p in name_dir.iterdir()
+        if p.name.isdigit() and (p / "saved_model.pb").is_file() and model_task(p) in tasks
+    ]
+
+
+def find_models(root: str, tasks: Collection[str | None]) -> dict[str, Path]:
+    """``{"NAME (version N)": path}``: the newest version of each SavedModel under
+    ``root`` (``BASE``, ``BASE/NAME`` or a version folder) whose task is in ``tasks``."""
+    base = Path(root)
+    if (base / "saved_model.pb").is_file():
+        if model_task(base) not in tasks:
+            return {}
+        return {f"{base.parent.name} (version {base.name})": base}
+    found = {}
+    candidates = [base] + (sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else [])
+    for name_dir in candidates:
+        versions = _versions(name_dir, tasks)
+        if versions:
+            newest = max(versions, key=lambda p: int(p.name))
+            found[f"{name_dir.name} (version {newest.name})"] = newest
+    return found
+
+
+def choose_model(models: dict[str, Path], choice: str, language: str) -> tuple[str, str]:
+    """The model to answer with, and why."""
+    if choice != AUTOMATIC:
+        return choice, "chosen in the sidebar"
+    for name, path in models.items():
+        if model_info(path)[0].get("language") == language:
+            return name, f"the text is {LANGUAGE_NAMES.get(language, language)}"
+    name = next(iter(models))
+    return name, f"no {LANGUAGE_NAMES.get(language, language)} model found; using the first one"
+
+
+def unknown_share(pieces: Iterable[str]) -> float:
+    """The share of real (non-special) pieces the vocabulary did not know."""
+    real = [p for p in pieces if p not in SPECIAL_PIECES]
+    return sum(p in UNKNOWN_PIECES for p in real) / max(len(real), 1)
