@@ -120,6 +120,12 @@ def _report(name: str, items, skipped, label_names=None) -> None:
         print(f"{name}: skipped {sum(skipped.values())} bad input(s): {dict(skipped)}")
 
 
+def unseen_texts(items, train):
+    """The items whose text (and pair) no training item has."""
+    seen = {(item.text, item.text_pair) for item in train}
+    return [item for item in items if (item.text, item.text_pair) not in seen]
+
+
 def _split(train, test):
     from albert_tf.data.multiple_choice import split_examples
 
@@ -266,6 +272,16 @@ def main() -> None:
                 **common | {"progress": False},
             )
         summary["test"] = best.evaluate(test)
+        if classification:
+            unseen = unseen_texts(test, train)
+            if len(unseen) < len(test):
+                # Copies of a training text measure memory, not classification.
+                print(
+                    f"test: {len(test) - len(unseen)} of {len(test)} items repeat the text of "
+                    "a training item; 'test_unseen_texts' scores the others alone"
+                )
+                if unseen:
+                    summary["test_unseen_texts"] = best.evaluate(unseen)
     print(json.dumps(summary, indent=2))
     with open(os.path.join(FLAGS.output_dir, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2)

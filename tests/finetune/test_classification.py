@@ -244,4 +244,7 @@ def test_finetune_command_classifies_from_files(tokenizer, mc_models, tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["metric"] == "accuracy" and summary["steps"] == 6
     assert {"accuracy", "accuracy_stderr", "macro_f1", "mcc"} <= set(summary["test"])
+    # 9 x 8 (text, pair) combinations in 200 items: the test split repeats training texts.
+    assert "repeat the text of a training item" in run.stdout
+    assert summary["test_unseen_texts"]["count"] < summary["test"]["count"]
     assert (tmp_path / "exported" / "1" / "assets.extra" / "labels.json").exists()
