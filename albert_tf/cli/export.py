@@ -1,10 +1,12 @@
-"""Export a multiple-choice model as a versioned SavedModel for TF Serving.
+"""Export a fine-tuned model as a versioned SavedModel for TF Serving.
 
     python -m albert_tf.export --checkpoint=runs/mc/best --export_dir=exported/albert_mc
 
 writes ``exported/albert_mc/<version>/`` (next free version unless
 ``--version``) with signatures ``serving_default`` (raw text),
-``score_ids`` (token ids) and ``tokenize``. See docs/serving.md.
+``score_ids`` (token ids) and ``tokenize``. The checkpoint's ``finetune.json``
+says the task: multiple choice, or text classification (inputs ``text`` and
+``text_pair``). See docs/serving.md.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ flags.DEFINE_string("export_dir", None, "BASE/NAME; the version folder goes insi
 flags.DEFINE_string("tokenizer_dir", None, "Tokenizer (default: CHECKPOINT/tokenizer).")
 flags.DEFINE_integer("version", None, "Version number (default: next free one).")
 flags.DEFINE_integer("max_seq_length", None, "Default: the fine-tuning setting, else 512.")
-flags.DEFINE_integer("max_qa_length", None, "Default: the fine-tuning setting, else 128.")
+flags.DEFINE_integer(
+    "max_qa_length", None, "Multiple choice: default the fine-tuning setting, else 128."
+)
 flags.DEFINE_string(
     "model_card", None, "A JSON file to ship as assets.extra/model_card.json (the app shows it)."
 )
