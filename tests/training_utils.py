@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 
 import numpy as np
@@ -104,3 +105,14 @@ def pretrain_env(**extra) -> dict[str, str]:
     env.pop("ALBERT_TF_FAULTS", None)
     env.update(extra)
     return env
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` loopback ports free right now, for the workers of a multi-worker test."""
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports

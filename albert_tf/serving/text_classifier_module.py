@@ -5,6 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from albert_tf.data.classification import pack_classification
+from albert_tf.serving.id_checks import checked_ids
 
 _TEXT = tf.TensorSpec([None], tf.string)
 _IDS = tf.TensorSpec([None, None], tf.int32)
@@ -125,34 +126,14 @@ class TextClassifierServingModule(tf.Module):
 
     @tf.function(input_signature=[_IDS, _IDS, _IDS])
     def score_ids(self, token_ids, segment_ids, padding_mask):
-        checks = [
-            tf.debugging.assert_equal(
-                tf.shape(segment_ids),
-                tf.shape(token_ids),
-                message="segment_ids and token_ids must have the same shape",
-            ),
-            tf.debugging.assert_equal(
-                tf.shape(padding_mask),
-                tf.shape(token_ids),
-                message="padding_mask and token_ids must have the same shape",
-            ),
-            tf.debugging.assert_less_equal(
-                tf.shape(token_ids)[-1],
-                self.max_seq_length,
-                message="sequences are longer than the exported max_seq_length",
-            ),
-            tf.debugging.assert_less(
-                tf.reduce_max(token_ids),
-                self.model.config.vocab_size,
-                message="token_ids out of the vocabulary",
-            ),
-            tf.debugging.assert_non_negative(token_ids, message="negative token_ids"),
-        ]
-        with tf.control_dependencies(checks):
-            token_ids = tf.identity(token_ids)
-            segment_ids = tf.identity(segment_ids)
-            padding_mask = tf.identity(padding_mask)
-        return self._score(token_ids, segment_ids, padding_mask)
+        ids = checked_ids(
+            token_ids,
+            segment_ids,
+            padding_mask,
+            max_seq_length=self.max_seq_length,
+            vocab_size=self.model.config.vocab_size,
+        )
+        return self._score(*ids)
 
     @tf.function(input_signature=[_TEXT, _TEXT])
     def tokenize(self, text, text_pair):

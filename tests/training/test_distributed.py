@@ -2,12 +2,12 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from training_utils import free_ports
 
 WORKER = os.path.join(os.path.dirname(__file__), "distributed_worker.py")
 
@@ -67,18 +67,8 @@ def test_two_mirrored_replicas_equal_one(prepared, single, tmp_path):
     assert _max_diff(weights, single) < 1e-5
 
 
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def test_two_workers_agree_and_equal_one_worker(prepared, single, tmp_path):
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    workers = [f"127.0.0.1:{p}" for p in free_ports(2)]
     processes = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}

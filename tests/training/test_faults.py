@@ -8,13 +8,12 @@ and learning curve of a run that was never interrupted.
 
 import json
 import signal
-import socket
 import subprocess
 import time
 
 import numpy as np
 import pytest
-from training_utils import pretrain_command, pretrain_env
+from training_utils import free_ports, pretrain_command, pretrain_env
 
 import albert_tf
 from albert_tf.checkpoints.saved_format import named_weights
@@ -134,20 +133,10 @@ def test_sigterm_saves_the_next_step_and_the_restart_loses_none(prepared, refere
     assert _max_diff(model_dir, reference) < 1e-5
 
 
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _start_workers(prepared, model_dir, faults=None, extra=()):
     """Two real worker processes of one run over loopback; ``faults`` maps a
     worker index to its fault spec."""
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    workers = [f"127.0.0.1:{p}" for p in free_ports(2)]
     processes = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
