@@ -288,8 +288,43 @@ def main() -> None:
     if FLAGS.export_dir:
         from albert_tf.serving import export_saved_model
 
-        path = export_saved_model(result["best_dir"], FLAGS.export_dir)
+        card = None
+        if classification:
+            card = _classification_card(label_names, num_labels, train, test, summary)
+        path = export_saved_model(result["best_dir"], FLAGS.export_dir, model_card=card)
         print(f"exported SavedModel: {path}")
+
+
+def _classification_card(label_names, num_labels, train, test, summary) -> dict:
+    """What the app's sidebar shows about an exported classifier, from this run."""
+    import collections
+
+    start = FLAGS.checkpoint or f"random weights ({FLAGS.init_config})"
+    card = {
+        "name": os.path.basename(os.path.normpath(FLAGS.export_dir)),
+        "task": (
+            f"text classification: {', '.join(label_names)}"
+            if num_labels > 1
+            else "regression: one score per text"
+        ),
+        "trained_on": ", ".join(FLAGS.train_files),
+        "finetuning": (
+            f"{len(train):,} items, {summary['steps']:,} steps from {start}, "
+            f"{summary['train_seconds'] / 60:.0f} min"
+        ),
+    }
+    if test and "test" in summary:
+        held = {k: v for k, v in summary["test"].items() if k not in ("loss",)}
+        held["items"] = held.pop("count")
+        if num_labels > 1:
+            counts = collections.Counter(item.label for item in test)
+            held["majority"] = max(counts.values()) / len(test)
+        if "test_unseen_texts" in summary:
+            unseen = summary["test_unseen_texts"]
+            key = "accuracy" if num_labels > 1 else "pearson"
+            held[f"{key}_on_texts_not_in_training"] = unseen[key]
+        card["held_out"] = held
+    return card
 
 
 def run() -> None:

@@ -247,4 +247,10 @@ def test_finetune_command_classifies_from_files(tokenizer, mc_models, tmp_path):
     # 9 x 8 (text, pair) combinations in 200 items: the test split repeats training texts.
     assert "repeat the text of a training item" in run.stdout
     assert summary["test_unseen_texts"]["count"] < summary["test"]["count"]
-    assert (tmp_path / "exported" / "1" / "assets.extra" / "labels.json").exists()
+    extra = tmp_path / "exported" / "1" / "assets.extra"
+    assert json.loads((extra / "labels.json").read_text()) == ["no", "yes"]
+    card = json.loads((extra / "model_card.json").read_text())
+    assert card["task"] == "text classification: no, yes"
+    assert card["held_out"]["accuracy"] == summary["test"]["accuracy"]
+    assert card["held_out"]["items"] == summary["test"]["count"]
+    assert 0.5 <= card["held_out"]["majority"] <= 1.0
