@@ -56,6 +56,7 @@ except ModuleNotFoundError as e:  # the optional [beam] extra
         "apache-beam is not installed: pip install -e '.[beam]'", name="apache_beam"
     ) from e
 
+from albert_tf.data import storage
 from albert_tf.data.shards import (
     METADATA_FILE,
     ShardOptions,
@@ -197,10 +198,6 @@ def _clear_output_dir(output_dir: str) -> None:
         tf.io.gfile.remove(old)
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
 def run_beam_pipeline(
     *,
     tokenizer_dir: str,
@@ -232,10 +229,11 @@ def run_beam_pipeline(
     options (``["--direct_num_workers=2", "--direct_running_mode=multi_processing"]``,
     ``["--project=...", "--region=...", "--temp_location=gs://..."]``).
 
-    Tasks are planned here, on the launcher; the workers read them. File
-    inputs are read with ``open()``, so every worker must see them at the same
-    path (one machine, or a shared mount); tfds data and the output directory
-    may be remote (``gs://``, which Beam writes with ``apache-beam[gcp]``).
+    Tasks are planned here, on the launcher; the workers read them. Inputs,
+    tfds data and the output directory may be remote (``gs://``: input files
+    are read through `albert_tf.data.storage`, the shards written by Beam,
+    which needs ``apache-beam[gcp]`` for it); local inputs must be at the same
+    path on every worker (one machine, or a shared mount).
     The tokenizer's files are read here (through tf.io.gfile) and shipped to
     the workers. Returns the `WriteSummary` built from the pipeline's counters.
     """
@@ -254,7 +252,7 @@ def run_beam_pipeline(
     if any(a == "--runner" or a.startswith("--runner=") for a in pipeline_args):
         raise ValueError("give the runner as runner= (--runner), not in the pipeline options")
     start = time.time()
-    if not _is_remote(tokenizer_dir):
+    if not storage.is_remote(tokenizer_dir):
         tokenizer_dir = os.path.abspath(tokenizer_dir)
     tokenizer_files = read_tokenizer_files(tokenizer_dir)
     local_copy = tempfile.mkdtemp(prefix="albert_tf_tokenizer_")
@@ -283,7 +281,7 @@ def run_beam_pipeline(
         segmenter=chinese_segmenter,
         packing=packing,
     )
-    if not _is_remote(output_dir):
+    if not storage.is_remote(output_dir):
         output_dir = os.path.abspath(output_dir)  # workers may run elsewhere
     _clear_output_dir(output_dir)
 
@@ -317,13 +315,7 @@ def run_beam_pipeline(
     if missing:
         raise RuntimeError(f"the pipeline finished without writing {', '.join(missing)}")
 
-    staging = tempfile.mkdtemp(prefix="albert_tf_meta_")
-    try:
-        masking_vocab.save(staging)
-        for name in os.listdir(staging):
-            tf.io.gfile.copy(os.path.join(staging, name), os.path.join(output_dir, name), True)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    masking_vocab.save(output_dir)
     summary.seconds = time.time() - start
     meta = pretraining_metadata(
         opts,

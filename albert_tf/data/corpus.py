@@ -47,12 +47,12 @@ import collections
 import dataclasses
 import gzip
 import json
-import os
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO
 
+from albert_tf.data import storage
 from albert_tf.data.inputs import PathSpec, resolve_inputs
 
 #: A document is its sentences, in order.
@@ -185,13 +185,14 @@ def split_lines(text: str) -> list[str]:
 
 
 def open_binary(path: str) -> BinaryIO:
-    """Opens ``path`` for reading bytes, decompressing if it starts with the
-    gzip magic bytes (whatever its name)."""
-    with open(path, "rb") as fh:
+    """Opens ``path`` (local or in a bucket) for reading bytes, decompressing if
+    it starts with the gzip magic bytes (whatever its name)."""
+    with storage.open_file(path, "rb") as fh:
         magic = fh.read(2)
+    raw = storage.open_file(path, "rb")
     if magic == b"\x1f\x8b":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb")  # noqa: SIM115 - the caller closes it
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    return raw  # type: ignore[return-value]
 
 
 def detect_format(path: str) -> str:
@@ -370,7 +371,7 @@ def read_located_documents(
     >>> list(read_located_documents(p, start=3))
     [(15, ['B one.'])]
     """
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise FileNotFoundError(f"input file not found: {path}")
     stats = stats if stats is not None else ReadStats()
     if file_format == "auto":

@@ -28,6 +28,8 @@ import os
 import pathlib
 from collections.abc import Sequence
 
+from albert_tf.data import storage
+
 #: Languages of the embedded sample corpora.
 SAMPLE_LANGUAGES = ("en", "zh")
 SAMPLE_PREFIX = "sample:"
@@ -70,8 +72,8 @@ def sample_language(spec: str) -> str | None:
 
 def _folder_files(folder: str, suffixes: tuple[str, ...]) -> list[str]:
     found: list[str] = []
-    for root, dirs, names in os.walk(folder):
-        # Sorted in place so os.walk descends in a stable order; hidden
+    for root, dirs, names in storage.walk(folder):
+        # Sorted in place so the walk descends in a stable order; hidden
         # folders (.git, .parts of an interrupted write) are not data.
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found += [
@@ -100,6 +102,8 @@ def resolve_inputs(
 ) -> list[str]:
     """Expands files, globs, folders and ``sample:`` names into file paths.
 
+    Paths may be local or in a bucket (``gs://...``: `albert_tf.data.storage`).
+
     Args:
       specs: one spec or a list of them; each may be comma-separated.
       what: names the inputs in the error message (``"corpus"``,
@@ -123,18 +127,16 @@ def resolve_inputs(
         if language is not None:
             files.append(sample_path(language))
             continue
-        path = os.path.expanduser(part)
+        path = part if storage.is_remote(part) else os.path.expanduser(part)
         # A path that exists is taken literally, even if it holds glob
         # characters such as "[".
-        if os.path.exists(path) or not glob.has_magic(path):
-            matches = [path]
-        else:
-            matches = sorted(glob.glob(path))
+        literal = not glob.has_magic(path) or storage.exists(path)
+        matches = [path] if literal else storage.glob(path)
         found: list[str] = []
         for match in matches:
-            if os.path.isdir(match):
+            if storage.isdir(match):
                 found += _folder_files(match, suffixes)
-            elif os.path.isfile(match):
+            elif storage.isfile(match):
                 found.append(match)
         if not found:
             missing.append(part)

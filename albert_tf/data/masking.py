@@ -44,6 +44,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data import storage
+
 #: p(n) ∝ 1/n for n = 1..3.
 NGRAM_PROBS = tuple((1.0 / n) / sum(1.0 / k for k in (1, 2, 3)) for n in (1, 2, 3))
 
@@ -91,7 +93,7 @@ class MaskingVocab:
         )
 
     def save(self, directory: str) -> None:
-        with open(os.path.join(directory, _VOCAB_FILE), "w") as fh:
+        with storage.open_file(os.path.join(directory, _VOCAB_FILE), "w") as fh:
             json.dump(
                 {
                     "vocabulary_size": self.vocabulary_size,
@@ -106,7 +108,7 @@ class MaskingVocab:
 
     @classmethod
     def load(cls, directory: str) -> MaskingVocab:
-        with open(os.path.join(directory, _VOCAB_FILE)) as fh:
+        with storage.open_file(os.path.join(directory, _VOCAB_FILE), "r") as fh:
             d = json.load(fh)
         wsm = np.ones([d["vocabulary_size"]], dtype=bool)
         wsm[np.asarray(d["continuation_ids"], dtype=np.int64)] = False

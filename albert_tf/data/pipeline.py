@@ -34,12 +34,12 @@ itself, so they are fresh but not reproducible.
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Sequence
 
 import tensorflow as tf
 
+from albert_tf.data import storage
 from albert_tf.data.masking import Masker, MaskingVocab
 from albert_tf.data.shards import read_metadata
 
@@ -306,7 +306,7 @@ def pretraining_dataset(
     (TensorShape([2, 12]), TensorShape([2, 2]))
     """
     patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
-    files = sorted({f for p in patterns for f in glob.glob(p)})
+    files = sorted({f for p in patterns for f in storage.glob(p)})
     if not files:
         raise FileNotFoundError(f"no pretraining shards match {file_pattern}")
     meta = read_metadata(os.path.dirname(files[0]))

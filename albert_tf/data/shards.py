@@ -17,7 +17,6 @@ import collections
 import concurrent.futures
 import concurrent.futures.process
 import dataclasses
-import glob
 import hashlib
 import itertools
 import json
@@ -30,6 +29,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from albert_tf.data import storage
 from albert_tf.data.chinese_wwm import get_segmenter, word_continuation
 from albert_tf.data.corpus import LocatedDocument, ReadStats
 from albert_tf.data.examples import (
@@ -353,11 +353,12 @@ def _marker(parts_dir: str, index: int) -> str:
 
 def _write_json_atomic(path: str, value: object) -> None:
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with storage.open_file(tmp, "w") as fh:
         json.dump(value, fh, indent=2)
         fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+        if not storage.is_remote(tmp):
+            os.fsync(fh.fileno())
+    storage.replace(tmp, path)
 
 
 # One ShardWriter per worker process, built by the pool's initializer: the
@@ -390,8 +391,7 @@ def _fingerprint(
     for task in tasks:
         digest.update(repr(dataclasses.astuple(task)).encode())
         if task.kind == "file":
-            info = os.stat(task.source)
-            digest.update(f"{info.st_size}|{info.st_mtime_ns}".encode())
+            digest.update(storage.version(task.source).encode())
     options_dict = dataclasses.asdict(options)
     options_dict["segmenter"] = repr(options.segmenter)
     digest.update(json.dumps(options_dict, sort_keys=True).encode())
@@ -524,15 +524,15 @@ def write_pretraining_data(
     if fingerprint is not None and previous and previous.get("fingerprint") == fingerprint:
         summary = WriteSummary.from_state(previous["summary"])
         summary.shards = shard_paths(output_dir, num_shards)
-        if all(os.path.isfile(p) for p in summary.shards):
+        if all(storage.isfile(p) for p in summary.shards):
             if log is not None:
                 log(f"{output_dir} already holds these shards (same inputs and options)")
             return summary
     # From here on the directory does not claim to be complete.
-    if os.path.exists(meta_path):
-        os.remove(meta_path)
-    for old in glob.glob(os.path.join(output_dir, "pretrain-*-of-*.tfrecord")):
-        os.remove(old)
+    if storage.exists(meta_path):
+        storage.remove(meta_path)
+    for old in storage.glob(os.path.join(output_dir, "pretrain-*-of-*.tfrecord")):
+        storage.remove(old)
     parts_dir = os.path.join(output_dir, ".parts")
     done = _resumable_tasks(parts_dir, fingerprint, tasks)
 
@@ -559,12 +559,12 @@ def write_pretraining_data(
     # Concatenate parts into shards (TFRecord files concatenate byte-wise); a
     # shard gets its final name only once it is whole.
     for s, path in enumerate(shard_paths(output_dir, num_shards)):
-        with open(path + ".partial", "wb") as out:
+        with storage.open_file(path + ".partial", "wb") as out:
             for task in tasks:
                 part = os.path.join(parts_dir, f"{s:05d}.{task.index:06d}")
-                with open(part, "rb") as fh:
+                with storage.open_file(part, "rb") as fh:
                     shutil.copyfileobj(fh, out)
-        os.replace(path + ".partial", path)
+        storage.replace(path + ".partial", path)
         summary.shards.append(path)
 
     MaskingVocab.from_tokenizer(tokenizer).save(output_dir)
@@ -581,7 +581,7 @@ def write_pretraining_data(
         summary=summary,
     )
     _write_json_atomic(meta_path, meta)  # last: the shards are now complete
-    shutil.rmtree(parts_dir)
+    storage.rmtree(parts_dir)
     if log is not None:
         log(summary.report())
     return summary
@@ -632,7 +632,7 @@ def plan_tasks(
     """The tasks of local files or of a tfds split, and how many files are empty."""
     if inputs is not None:
         paths = resolve_inputs(inputs)
-        empty_files = sum(os.path.getsize(p) == 0 for p in paths)
+        empty_files = sum(storage.size(p) == 0 for p in paths)
         return plan_file_tasks(paths, task_bytes=task_bytes, pool_bytes=pool_bytes), empty_files
     assert tfds_name is not None
     tasks = plan_tfds_tasks(tfds_name, tfds_split, data_dir=tfds_data_dir, text_key=tfds_text_key)
@@ -684,6 +684,9 @@ def shard_paths(output_dir: str, num_shards: int) -> list[str]:
 
 def _prepare_output_dir(output_dir: str) -> None:
     """Creates ``output_dir``; an unwritable one is an error before any work."""
+    if storage.is_remote(output_dir):
+        storage.makedirs(output_dir)  # object storage: permissions show on the first write
+        return
     try:
         os.makedirs(output_dir, exist_ok=True)
     except OSError as e:
@@ -705,18 +708,18 @@ def _resumable_tasks(
     anything else in ``parts_dir`` is cleared."""
     plan = os.path.join(parts_dir, "plan.json")
     done: dict[int, WriteSummary] = {}
-    if fingerprint is not None and os.path.isfile(plan):
-        with open(plan, encoding="utf-8") as fh:
+    if fingerprint is not None and storage.isfile(plan):
+        with storage.open_file(plan, "r") as fh:
             same = json.load(fh).get("fingerprint") == fingerprint
         if same:
             for task in tasks:
                 marker = _marker(parts_dir, task.index)
-                if os.path.isfile(marker):
-                    with open(marker, encoding="utf-8") as fh:
+                if storage.isfile(marker):
+                    with storage.open_file(marker, "r") as fh:
                         done[task.index] = WriteSummary.from_state(json.load(fh))
             return done
-    shutil.rmtree(parts_dir, ignore_errors=True)
-    os.makedirs(parts_dir)
+    storage.rmtree(parts_dir, ignore_errors=True)
+    storage.makedirs(parts_dir)
     _write_json_atomic(plan, {"fingerprint": fingerprint, "tasks": len(tasks)})
     return done
 
@@ -813,7 +816,7 @@ def _drain_queue(queue, bar) -> None:
 def read_metadata(directory: str) -> dict | None:
     """The ``metadata.json`` `write_pretraining_data` wrote, or None."""
     path = os.path.join(directory, METADATA_FILE)
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         return None
-    with open(path) as fh:
+    with storage.open_file(path, "r") as fh:
         return json.load(fh)

@@ -30,6 +30,7 @@ import os
 import random
 from collections.abc import Iterator, Sequence
 
+from albert_tf.data import storage
 from albert_tf.data.corpus import (
     LocatedDocument,
     ReadStats,
@@ -99,7 +100,7 @@ def document_rng(seed: int, source: str, position: int, dupe_pass: int) -> rando
 
 
 def _is_compressed(path: str) -> bool:
-    with open(path, "rb") as fh:
+    with storage.open_file(path, "rb") as fh:
         return fh.read(2) == b"\x1f\x8b"
 
 
@@ -123,7 +124,7 @@ def plan_file_tasks(
         )
     tasks: list[InputTask] = []
     for path, name in zip(paths, source_names(paths), strict=True):
-        size = os.path.getsize(path)
+        size = storage.size(path)
         if _is_compressed(path) or size <= task_bytes:
             tasks.append(InputTask(len(tasks), "file", path, name, pool_size=pool_bytes))
             continue

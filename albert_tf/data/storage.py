@@ -1,0 +1,163 @@
+"""Files that may live on this machine or in a bucket (``gs://``, ``s3://``, ``hdfs://``).
+
+Pretraining data for many machines lives in object storage: Beam workers on
+Dataflow read their input from ``gs://`` and write shards back there. A path
+with a scheme goes through ``tf.io.gfile`` (every file system TensorFlow
+has, ``ram://`` included, which the tests use); a local path keeps the plain
+``os`` calls, so local work needs no TensorFlow import and keeps its atomic
+renames and fsyncs.
+
+>>> is_remote("gs://bucket/corpus.jsonl"), is_remote("/data/corpus.jsonl")
+(True, False)
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import io
+import os
+import shutil
+from collections.abc import Iterator
+from typing import IO
+
+
+def is_remote(path: str) -> bool:
+    return "://" in os.fspath(path)
+
+
+def _gfile():
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+class _GFileReader(io.RawIOBase):
+    """A `tf.io.gfile.GFile` as a raw stream, so that `io.BufferedReader` gives
+    it what readers of local files use (``readline(limit)``, ``peek``)."""
+
+    def __init__(self, path: str):
+        self._file = _gfile().GFile(path, "rb")
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._file.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._file.seek(offset, whence)
+        return self._file.tell()
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def open_file(path: str, mode: str = "rb") -> IO:
+    """``open`` for local paths (text as UTF-8), `tf.io.gfile.GFile` for remote ones
+    (buffered, with ``readline(limit)``, when reading bytes)."""
+    if is_remote(path):
+        if "r" in mode and not _gfile().exists(path):
+            # As open() says it, so callers catch one exception for both kinds.
+            raise FileNotFoundError(f"No such file: {path!r}")
+        if mode == "rb":
+            return io.BufferedReader(_GFileReader(path), buffer_size=1 << 20)
+        return _gfile().GFile(path, mode)
+    if "b" in mode:
+        return open(path, mode)  # noqa: SIM115 - the caller closes it
+    return open(path, mode, encoding="utf-8")  # noqa: SIM115
+
+
+def exists(path: str) -> bool:
+    return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+
+
+def isdir(path: str) -> bool:
+    return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+
+
+def isfile(path: str) -> bool:
+    if is_remote(path):
+        return _gfile().exists(path) and not _gfile().isdir(path)
+    return os.path.isfile(path)
+
+
+def glob(pattern: str) -> list[str]:
+    return sorted(_gfile().glob(pattern) if is_remote(pattern) else _glob.glob(pattern))
+
+
+def walk(folder: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk``; the caller may prune ``dirs`` in place, locally and remotely."""
+    if not is_remote(folder):
+        yield from os.walk(folder)
+        return
+    gfile = _gfile()
+    pending = [folder]
+    while pending:
+        root = pending.pop(0)
+        entries = gfile.listdir(root)
+        dirs = sorted(e.rstrip("/") for e in entries if gfile.isdir(os.path.join(root, e)))
+        names = sorted(e for e in entries if e.rstrip("/") not in dirs)
+        yield root, dirs, names
+        pending[:0] = [os.path.join(root, d) for d in dirs]
+
+
+def makedirs(path: str) -> None:
+    if is_remote(path):
+        _gfile().makedirs(path)
+    else:
+        os.makedirs(path, exist_ok=True)
+
+
+def remove(path: str) -> None:
+    if is_remote(path):
+        _gfile().remove(path)
+    else:
+        os.remove(path)
+
+
+def rmtree(path: str, ignore_errors: bool = False) -> None:
+    if not is_remote(path):
+        shutil.rmtree(path, ignore_errors=ignore_errors)
+        return
+    try:
+        _gfile().rmtree(path)
+    except Exception:  # tf.errors.NotFoundError and kin
+        if not ignore_errors:
+            raise
+
+
+def replace(source: str, target: str) -> None:
+    """Renames over ``target``: atomic locally; in object storage a copy, then
+    a delete (the target appears whole or not at all)."""
+    if is_remote(source) or is_remote(target):
+        _gfile().rename(source, target, overwrite=True)
+    else:
+        os.replace(source, target)
+
+
+def size(path: str) -> int:
+    return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
+
+
+def version(path: str) -> str:
+    """Size and modification time: what tells a changed file from the one seen before."""
+    if is_remote(path):
+        stat = _gfile().stat(path)
+        return f"{stat.length}|{stat.mtime_nsec}"
+    stat = os.stat(path)
+    return f"{stat.st_size}|{stat.st_mtime_ns}"
+
+
+def listdir(path: str) -> list[str]:
+    if is_remote(path):
+        return sorted(e.rstrip("/") for e in _gfile().listdir(path))
+    return sorted(os.listdir(path))
