@@ -5,21 +5,16 @@ in one models folder, as models/exported holds them."""
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
-import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from app_browser import CHROMIUM, SKIP_REASON, app_in_chromium, screenshot_dir
 
 APPS = Path(__file__).resolve().parents[2] / "apps"
 PAGE = APPS / "pages" / "classification.py"
@@ -199,120 +194,19 @@ def test_any_model_card_shape_is_shown_without_a_crash(
     assert "**Label:**" in app.success[0].value
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_http(url: str, timeout: float) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError(f"{url} did not answer within {timeout}s")
-
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="chromium not installed (Debian: apt-get install -y chromium); "
-    "the AppTest tests above still cover the page",
-)
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 def test_page_renders_the_labels_in_headless_chromium(models_dir, tmp_path):
-    from websockets.sync.client import connect
-
-    # As test_multiple_choice_app: the real `streamlit run` of the app (whose sidebar
-    # lists both pages) and Chromium driven over the DevTools protocol.
-    port, debug_port = _free_port(), _free_port()
-    env = dict(os.environ, ALBERT_MODELS_DIR=str(models_dir))
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(MC_PAGE),
-            "--server.headless=true",
-            f"--server.port={port}",
-            "--server.address=127.0.0.1",
-            "--browser.gatherUsageStats=false",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    browser = None
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/_stcore/health", 90)
-        browser = subprocess.Popen(
-            [
-                CHROMIUM,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                f"--user-data-dir={tmp_path / 'profile'}",
-                f"--remote-debugging-port={debug_port}",
-                "--window-size=1280,1600",
-                "about:blank",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        _wait_http(f"http://127.0.0.1:{debug_port}/json/version", 60)
-        with urllib.request.urlopen(f"http://127.0.0.1:{debug_port}/json/list") as r:
-            page = next(t for t in json.load(r) if t["type"] == "page")
-        with connect(page["webSocketDebuggerUrl"], max_size=None) as ws:
-            counter = iter(range(1, 10**6))
-
-            def call(method: str, **params):
-                message_id = next(counter)
-                ws.send(json.dumps({"id": message_id, "method": method, "params": params}))
-                while True:
-                    reply = json.loads(ws.recv(timeout=60))
-                    if reply.get("id") == message_id:
-                        return reply.get("result", {})
-
-            call("Page.enable")
-            # The page's URL path is its file name under apps/pages/.
-            call("Page.navigate", url=f"http://127.0.0.1:{port}/classification")
-            text, deadline = "", time.time() + 150
-            needles = ("Label:", "Latency", "Answered by tiny_reviews_zh", "negative", "positive")
-            while time.time() < deadline:
-                result = call("Runtime.evaluate", expression="document.body.innerText")
-                text = result.get("result", {}).get("value", "")
-                if all(n in text for n in needles):
-                    break
-                time.sleep(1)
-            time.sleep(1)  # let the chart finish drawing before the screenshot
-            shot = call("Page.captureScreenshot", format="png")
-        # Saved where ALBERT_SCREENSHOT_DIR says (CI artefacts), else in pytest's tmp dir.
-        folder = Path(os.environ.get("ALBERT_SCREENSHOT_DIR", tmp_path))
-        folder.mkdir(parents=True, exist_ok=True)
-        screenshot = folder / "classification_app_zh.png"
-        screenshot.write_bytes(base64.b64decode(shot["data"]))
-        (tmp_path / "page_zh.txt").write_text(text)
-        assert "ALBERT text classification" in text, text[-2000:]
-        assert all(n in text for n in needles), text[-2000:]
-        assert "Held-out accuracy" in text
-        # Both pages are in the sidebar's navigation.
-        assert "multiple choice" in text and "classification" in text
-        assert screenshot.stat().st_size > 10_000
-    finally:
-        for process in (browser, server):
-            if process is not None:
-                process.terminate()
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+    # The real `streamlit run` of the app, whose sidebar lists both pages.
+    needles = ("Label:", "Latency", "Answered by tiny_reviews_zh", "negative", "positive")
+    with app_in_chromium(MC_PAGE, models_dir, tmp_path) as page:
+        # The page's URL path is its file name under apps/pages/.
+        page.open("/classification")
+        text = page.wait_for(*needles)
+        screenshot = page.screenshot(screenshot_dir(tmp_path) / "classification_app_zh.png")
+    (tmp_path / "page_zh.txt").write_text(text)
+    assert "ALBERT text classification" in text, text[-2000:]
+    assert all(n in text for n in needles), text[-2000:]
+    assert "Held-out accuracy" in text
+    # Both pages are in the sidebar's navigation.
+    assert "multiple choice" in text and "classification" in text
+    assert screenshot.stat().st_size > 10_000

@@ -3,20 +3,13 @@ Chromium against `streamlit run` (skipped when chromium is not installed)."""
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from app_browser import CHROMIUM, SKIP_REASON, app_in_chromium, screenshot_dir
 
 APP = Path(__file__).resolve().parents[2] / "apps" / "multiple_choice.py"
 
@@ -129,149 +122,24 @@ def test_app_explains_how_to_get_a_model_when_none(monkeypatch, tmp_path):
     assert "python -m albert_tf.demo_models" in app.code[0].value
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_http(url: str, timeout: float) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError(f"{url} did not answer within {timeout}s")
-
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="chromium not installed (Debian: apt-get install -y chromium); "
-    "the AppTest tests above still cover the app",
-)
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 def test_app_renders_and_answers_in_headless_chromium(mc_models, tmp_path):
-    from websockets.sync.client import connect
-
-    port, debug_port = _free_port(), _free_port()
-    env = dict(os.environ, ALBERT_MODELS_DIR=str(mc_models["zh"]["export"].parent))
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(APP),
-            "--server.headless=true",
-            f"--server.port={port}",
-            "--server.address=127.0.0.1",
-            "--browser.gatherUsageStats=false",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    browser = None
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/_stcore/health", 90)
-        browser = subprocess.Popen(
-            [
-                CHROMIUM,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                f"--user-data-dir={tmp_path / 'profile'}",
-                f"--remote-debugging-port={debug_port}",
-                "--window-size=1280,1600",
-                "about:blank",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        _wait_http(f"http://127.0.0.1:{debug_port}/json/version", 60)
-        with urllib.request.urlopen(f"http://127.0.0.1:{debug_port}/json/list") as r:
-            page = next(t for t in json.load(r) if t["type"] == "page")
-        with connect(page["webSocketDebuggerUrl"], max_size=None) as ws:
-            counter = iter(range(1, 10**6))
-
-            def call(method: str, **params):
-                message_id = next(counter)
-                ws.send(json.dumps({"id": message_id, "method": method, "params": params}))
-                while True:
-                    reply = json.loads(ws.recv(timeout=60))
-                    if reply.get("id") == message_id:
-                        return reply.get("result", {})
-
-            call("Page.enable")
-            call("Page.navigate", url=f"http://127.0.0.1:{port}/")
-
-            def wait_for(*needles: str) -> str:
-                text, deadline = "", time.time() + 150
-                while time.time() < deadline:
-                    result = call("Runtime.evaluate", expression="document.body.innerText")
-                    text = result.get("result", {}).get("value", "")
-                    if all(n in text for n in needles):
-                        break
-                    time.sleep(1)
-                time.sleep(1)  # let the chart finish drawing before the screenshot
-                return text
-
-            pages = {"zh": wait_for("Answer:", "Latency", "Answered by tiny_zh")}
-            shots = {"zh": call("Page.captureScreenshot", format="png")}
-            # A visitor switches to the English example: the English model answers.
-            call(
-                "Runtime.evaluate",
-                expression="[...document.querySelectorAll('label')]"
-                ".find(l => l.innerText.trim() === 'English').click()",
-            )
-            pages["en"] = wait_for("Answer:", "Answered by tiny_en")
-            shots["en"] = call("Page.captureScreenshot", format="png")
-        # Saved where ALBERT_SCREENSHOT_DIR says (CI artefacts), else in pytest's tmp dir.
-        folder = Path(os.environ.get("ALBERT_SCREENSHOT_DIR", tmp_path))
-        folder.mkdir(parents=True, exist_ok=True)
-        for lang, shot in shots.items():
-            screenshot = folder / f"multiple_choice_app_{lang}.png"
-            screenshot.write_bytes(base64.b64decode(shot["data"]))
-            (tmp_path / f"page_{lang}.txt").write_text(pages[lang])
-            assert "ALBERT multiple choice" in pages[lang]
-            assert "Answer:" in pages[lang], pages[lang][-2000:]
-            assert screenshot.stat().st_size > 10_000
-        assert "他们主要负责AI算法的研究和落地." in pages["zh"]
-        assert "Answered by tiny_zh" in pages["zh"] and "Held-out accuracy" in pages["zh"]
-        assert "Answered by tiny_en" in pages["en"], pages["en"][-2000:]
-        # The English model has no card: the sidebar says so instead of showing one.
-        assert "no model card was exported" in pages["en"]
-    finally:
-        for process in (browser, server):
-            if process is not None:
-                process.terminate()
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-
-
-SHIPPED = Path(__file__).resolve().parents[2] / "models" / "exported"
-
-
-def test_shipped_chinese_demo_model_answers_the_seeds_example(monkeypatch):
-    """The README's promise: after install, the app answers the seeds' Chinese example
-    with option 2, using the Chinese model in the repository. (The English demo model
-    is not shipped yet: models/README.md.)"""
-    from streamlit.testing.v1 import AppTest
-
-    monkeypatch.setenv("ALBERT_MODELS_DIR", str(SHIPPED))
-    app = AppTest.from_file(str(APP), default_timeout=300).run()
-    assert not app.exception, app.exception
-    assert "Answered by **albert_demo_zh (version 2)**" in _caption_texts(app)
-    assert "**Answer:** 他们主要负责AI算法的研究和落地." in app.success[0].value
-    assert app.sidebar.metric[0].label == "Held-out accuracy"
+    with app_in_chromium(APP, mc_models["zh"]["export"].parent, tmp_path) as page:
+        page.open("/")
+        folder = screenshot_dir(tmp_path)
+        pages = {"zh": page.wait_for("Answer:", "Latency", "Answered by tiny_zh")}
+        page.screenshot(folder / "multiple_choice_app_zh.png")
+        # A visitor switches to the English example: the English model answers.
+        page.click_label("English")
+        pages["en"] = page.wait_for("Answer:", "Answered by tiny_en")
+        page.screenshot(folder / "multiple_choice_app_en.png")
+    for lang, text in pages.items():
+        (tmp_path / f"page_{lang}.txt").write_text(text)
+        assert "ALBERT multiple choice" in text
+        assert "Answer:" in text, text[-2000:]
+        assert (folder / f"multiple_choice_app_{lang}.png").stat().st_size > 10_000
+    assert "他们主要负责AI算法的研究和落地." in pages["zh"]
+    assert "Answered by tiny_zh" in pages["zh"] and "Held-out accuracy" in pages["zh"]
+    assert "Answered by tiny_en" in pages["en"], pages["en"][-2000:]
+    # The English model has no card: the sidebar says so instead of showing one.
+    assert "no model card was exported" in pages["en"]
