@@ -68,8 +68,9 @@ def learning_curve(run_dir: str | os.PathLike[str], label: str | None = None) ->
         ``{"run_dir", "label", "share", "sentence_task", "skipped_lines",
         "unigram_mlm_accuracy", "unigram_mlm_loss", "train": {...}, "eval": {...}}``
         where each split maps a scalar of `SERIES` to ``{"step": [...], "value": [...]}``
-        in file order (scalars a run never logged are left out), and the unigram
-        figures are None without ``eval_results.json``.
+        in file order (scalars a run never logged are left out, and the sentence
+        task's of a ``sentence_task="none"`` run, whose head never trains), and the
+        unigram figures are None without ``eval_results.json``.
     """
     run_dir = os.fspath(run_dir)
     records, skipped = read_metrics(run_dir)
@@ -86,11 +87,17 @@ def learning_curve(run_dir: str | os.PathLike[str], label: str | None = None) ->
         with open(path, encoding="utf-8") as f:
             baseline = json.load(f)
     record = read_run_record(run_dir)
+    sentence_task = record.get("options", {}).get("sentence_task")
+    if sentence_task == "none":
+        # The sentence head is never trained (steps.variables_to_train): what it
+        # logs is an untrained head's guessing, which would read as a curve.
+        for split in SPLITS:
+            curve[split] = {k: v for k, v in curve[split].items() if not k.startswith("sop_")}
     return {
         "run_dir": run_dir,
         "label": label or os.path.basename(os.path.normpath(run_dir)),
         "share": record.get("albert_config", {}).get("share"),
-        "sentence_task": record.get("options", {}).get("sentence_task"),
+        "sentence_task": sentence_task,
         "skipped_lines": skipped,
         "unigram_mlm_accuracy": baseline.get("unigram_mlm_accuracy"),
         "unigram_mlm_loss": baseline.get("unigram_mlm_loss"),

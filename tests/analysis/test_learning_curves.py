@@ -85,6 +85,18 @@ def test_plot_holds_exactly_the_logged_values(tmp_path):
     assert "sop_accuracy" not in b["train"]
 
 
+def test_a_run_without_sentence_task_draws_no_sentence_curve(tmp_path):
+    # The trainer logs the untrained sentence head's numbers of a "none" run too.
+    _write_run(tmp_path / "none_run", RUN_A)
+    (tmp_path / "none_run" / "pretraining_run.json").write_text(
+        json.dumps({"albert_config": {"share": "all"}, "options": {"sentence_task": "none"}})
+    )
+    curve = learning_curve(tmp_path / "none_run")
+    for split in ("train", "eval"):
+        assert set(curve[split]) == {"mlm_loss", "mlm_accuracy"}
+    assert curve["eval"]["mlm_accuracy"]["value"] == [0.05]
+
+
 def test_missing_and_empty_metrics_are_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="no run directory"):
         read_metrics(tmp_path / "absent")
