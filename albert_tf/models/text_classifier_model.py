@@ -6,7 +6,7 @@ import keras
 import numpy as np
 
 from albert_tf.heads.pooled_classifier_head import PooledClassifierHead
-from albert_tf.models.backbone import AlbertBackbone
+from albert_tf.models.backbone import BACKBONE_INPUTS, AlbertBackbone
 from albert_tf.models.task import AlbertTask
 
 
@@ -54,7 +54,10 @@ class AlbertTextClassifier(AlbertTask):
         return self.num_labels == 1
 
     def call(self, inputs, training=None):
-        pooled = self.backbone(inputs, training=training)["pooled_output"]
+        # A plain dict of exactly the backbone's inputs: Keras warns about (and
+        # mis-matches) other mappings, such as the wrapper it makes of ours.
+        features = {key: inputs[key] for key in BACKBONE_INPUTS}
+        pooled = self.backbone(features, training=training)["pooled_output"]
         return self.classifier_head(pooled, training=training)
 
     def get_config(self):
