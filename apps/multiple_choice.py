@@ -107,6 +107,13 @@ def set_example() -> None:
     st.session_state.options = "\n".join(example["options"])
 
 
+def _number(value) -> float | None:
+    """A card value as a float, or None when it is not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
 def show_model_card(name: str, meta: dict, card: dict) -> None:
     st.sidebar.subheader("Model card")
     st.sidebar.markdown(f"**{name}** · language: {meta.get('language', '?')}")
@@ -117,18 +124,25 @@ def show_model_card(name: str, meta: dict, card: dict) -> None:
         )
         return
     st.sidebar.markdown(f"**Task:** {card.get('task', '')}")
-    held = card.get("held_out", {})
-    if held:
-        st.sidebar.metric(
-            "Held-out accuracy",
-            f"{held['accuracy']:.1%}",
-            f"{held['accuracy'] - held['chance']:+.1%} vs chance {held['chance']:.0%}",
-        )
-        st.sidebar.caption(
-            f"± {held['accuracy_stderr']:.1%} (one standard error) on {held['items']:,} "
-            "next-sentence questions from documents it never saw; word/character overlap "
-            f"with the context scores {held.get('overlap_idf_baseline', float('nan')):.1%}."
-        )
+    # Cards are written by people and other tools too: every key is optional.
+    held = card.get("held_out") if isinstance(card.get("held_out"), dict) else {}
+    accuracy, chance = _number(held.get("accuracy")), _number(held.get("chance"))
+    if accuracy is not None:
+        delta = f"{accuracy - chance:+.1%} vs chance {chance:.0%}" if chance is not None else None
+        st.sidebar.metric("Held-out accuracy", f"{accuracy:.1%}", delta)
+        details = []
+        if _number(held.get("accuracy_stderr")) is not None:
+            details.append(f"± {held['accuracy_stderr']:.1%} (one standard error)")
+        if _number(held.get("items")) is not None:
+            details.append(
+                f"on {held['items']:,.0f} next-sentence questions from documents it never saw"
+            )
+        if _number(held.get("overlap_idf_baseline")) is not None:
+            details.append(
+                f"word/character overlap with the context scores {held['overlap_idf_baseline']:.1%}"
+            )
+        if details:
+            st.sidebar.caption("; ".join(details) + ".")
     pre, fine = card.get("pretraining", {}), card.get("finetuning", {})
     if pre:
         model = pre.get("model", {})
@@ -143,14 +157,16 @@ def show_model_card(name: str, meta: dict, card: dict) -> None:
         )
     st.sidebar.markdown(f"**Good at:** {card.get('good_at', '')}")
     st.sidebar.markdown(f"**Not good at:** {card.get('not_good_at', '')}")
-    shared = card.get("shared_sets", {})
-    if shared:
-        st.sidebar.caption(
-            "Untuned, on other tasks: "
-            + "; ".join(
-                f"{k} {v['accuracy']:.1%} (chance {v['chance']:.0%})" for k, v in shared.items()
-            )
-        )
+    shared = card.get("shared_sets") if isinstance(card.get("shared_sets"), dict) else {}
+    scores = [
+        f"{k} {v['accuracy']:.1%} (chance {v['chance']:.0%})"
+        for k, v in shared.items()
+        if isinstance(v, dict)
+        and _number(v.get("accuracy")) is not None
+        and _number(v.get("chance")) is not None
+    ]
+    if scores:
+        st.sidebar.caption("Untuned, on other tasks: " + "; ".join(scores))
 
 
 def validate(context: str, options: list[str]) -> tuple[str, list[str], list[str]]:

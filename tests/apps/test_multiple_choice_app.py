@@ -3,6 +3,8 @@ Chromium against `streamlit run` (skipped when chromium is not installed)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import time
 from pathlib import Path
 
@@ -120,6 +122,31 @@ def test_app_explains_how_to_get_a_model_when_none(monkeypatch, tmp_path):
     assert not app.exception
     assert "No exported model found" in app.error[0].value
     assert "python -m albert_tf.demo_models" in app.code[0].value
+
+
+@pytest.mark.parametrize(
+    "card",
+    [
+        {"held_out": {"accuracy": 0.4}, "shared_sets": {"x": {"accuracy": 0.3}}},
+        {"held_out": {"accuracy": "n/a", "chance": None}, "shared_sets": [1]},
+    ],
+)
+def test_a_partial_model_card_is_shown_without_a_crash(card, mc_models, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    # A copy of the Chinese model whose card lacks most keys: cards have no fixed schema.
+    export = tmp_path / "partial_card" / "1"
+    shutil.copytree(mc_models["zh"]["saved_model"], export)
+    (export / "assets.extra" / "model_card.json").write_text(json.dumps(card))
+    monkeypatch.setenv("ALBERT_MODELS_DIR", str(tmp_path))
+    app = AppTest.from_file(str(APP), default_timeout=180).run()
+    assert not app.exception, app.exception
+    assert "**Answer:**" in app.success[0].value
+    metrics = [(m.label, m.value) for m in app.sidebar.metric]
+    if card["held_out"]["accuracy"] == 0.4:
+        assert ("Held-out accuracy", "40.0%") in metrics
+    else:
+        assert not any(label == "Held-out accuracy" for label, _ in metrics)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
