@@ -1,8 +1,17 @@
-"""What both SavedModels' ``score_ids`` check before running the model."""
+"""What both SavedModels check: the packing length at export, the ids of ``score_ids``."""
 
 from __future__ import annotations
 
 import tensorflow as tf
+
+
+def check_max_seq_length(model, max_seq_length: int) -> None:
+    """Refuses to export a packing longer than the model has positions for."""
+    limit = model.config.max_position_embeddings
+    if max_seq_length > limit:
+        raise ValueError(
+            f"max_seq_length={max_seq_length} exceeds the model's max_position_embeddings={limit}"
+        )
 
 
 def checked_ids(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from albert_tf.data.multiple_choice import pack_multiple_choice
-from albert_tf.serving.id_checks import checked_ids
+from albert_tf.serving.id_checks import check_max_seq_length, checked_ids
 
 _TEXT = tf.TensorSpec([None], tf.string)
 _OPTIONS = tf.TensorSpec([None, None], tf.string)
@@ -130,12 +130,7 @@ class MultipleChoiceServingModule(tf.Module):
         context_keep: str = "start",
     ):
         super().__init__(name="albert_multiple_choice")
-        limit = model.config.max_position_embeddings
-        if max_seq_length > limit:
-            raise ValueError(
-                f"max_seq_length={max_seq_length} exceeds the model's "
-                f"max_position_embeddings={limit}"
-            )
+        check_max_seq_length(model, max_seq_length)
         self.model = model
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length

@@ -1,8 +1,9 @@
 """Scores of a text classifier: accuracy, macro-F1, MCC; Pearson and Spearman for scores.
 
-The metrics GLUE and CLUE report, in numpy only: accuracy (with its standard
-error) and macro-F1 for classes, Matthews correlation for CoLA-style sets,
-Pearson and Spearman correlation for STS-B-style scores.
+The metrics GLUE and CLUE report, in numpy: accuracy (with its binomial standard
+error, `albert_tf.training.evaluation.binomial_stderr`) and macro-F1 for classes,
+Matthews correlation for CoLA-style sets, Pearson and Spearman correlation for
+STS-B-style scores.
 
 >>> import numpy as np
 >>> labels, predictions = np.array([0, 0, 1, 1, 2]), np.array([0, 1, 1, 1, 2])
@@ -18,6 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from albert_tf.training.evaluation import binomial_stderr
+
 #: Dev metrics that can pick the best checkpoint, by kind of head.
 CLASS_METRICS = ("accuracy", "macro_f1", "mcc")
 SCORE_METRICS = ("pearson", "spearman")
@@ -25,11 +28,6 @@ SCORE_METRICS = ("pearson", "spearman")
 
 def accuracy(labels: Sequence[int], predictions: Sequence[int]) -> float:
     return float(np.mean(np.asarray(labels) == np.asarray(predictions)))
-
-
-def accuracy_stderr(value: float, count: int) -> float:
-    """Standard error of an accuracy measured on ``count`` independent items."""
-    return float(np.sqrt(value * (1.0 - value) / count)) if count else 0.0
 
 
 def confusion_matrix(labels: Sequence[int], predictions: Sequence[int], num_labels: int):
@@ -85,7 +83,7 @@ def class_metrics(labels, predictions, num_labels: int) -> dict[str, float]:
     value = accuracy(labels, predictions)
     return {
         "accuracy": value,
-        "accuracy_stderr": accuracy_stderr(value, len(labels)),
+        "accuracy_stderr": binomial_stderr(value, len(labels)),
         "macro_f1": macro_f1(labels, predictions, num_labels),
         "mcc": mcc(labels, predictions, num_labels),
     }
