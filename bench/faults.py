@@ -126,6 +126,32 @@ def _resume(commands) -> tuple[int, float, float]:
     return step, resumed_at, max(ended) - started
 
 
+def _saved_step(stdout: str) -> int:
+    """The step a preempted run says it saved ("checkpoint saved at step N; ...")."""
+    return int(stdout.split("checkpoint saved at step ")[1].split(";")[0])
+
+
+def _row(
+    fault: str,
+    workers: int,
+    trained: int,
+    detection: float | None,
+    restart: tuple[int, float, float],
+) -> dict:
+    """One fault's line of the report, from the restart `_resume` timed."""
+    step, resumed_seconds, total_seconds = restart
+    return dict(
+        fault=fault,
+        workers=workers,
+        trained_before_fault=trained,
+        resumed_from=step,
+        steps_lost=trained - step,
+        detection_seconds=detection,
+        restart_to_resumed_seconds=resumed_seconds,
+        restart_total_seconds=total_seconds,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--output", default=None, help="Report path (default bench/results).")
@@ -162,22 +188,8 @@ def main() -> None:
             _start([(_command(data, model_dir), _env(ALBERT_TF_FAULTS=fault))])
         )[0]
         assert code == expect_code, (name, code)
-        trained = trained_before
-        if trained is None:  # preempted: the step it saved
-            trained = int(out.split("checkpoint saved at step ")[1].split(";")[0])
-        step, resumed_s, total_s = _resume([(_command(data, model_dir), _env())])
-        rows.append(
-            dict(
-                fault=name,
-                workers=1,
-                trained_before_fault=trained,
-                resumed_from=step,
-                steps_lost=trained - step,
-                detection_seconds=None,
-                restart_to_resumed_seconds=resumed_s,
-                restart_total_seconds=total_s,
-            )
-        )
+        trained = _saved_step(out) if trained_before is None else trained_before
+        rows.append(_row(name, 1, trained, None, _resume([(_command(data, model_dir), _env())])))
 
     single("kill after metrics line (step 7)", "kill_after_metrics:7", 7, -9)
     single("kill before save (step 10)", "kill_before_save:10", 10, -9)
@@ -193,22 +205,8 @@ def main() -> None:
             dead, alive = codes.index(-9), 1 - codes.index(-9)
             detection = ended[alive] - ended[dead]
             assert codes[alive] == 3, results[alive][2][-2000:]
-        trained = trained_before
-        if trained is None:
-            trained = int(results[0][1].split("checkpoint saved at step ")[1].split(";")[0])
-        step, resumed_s, total_s = _resume(_workers(data, model_dir))
-        rows.append(
-            dict(
-                fault=name,
-                workers=2,
-                trained_before_fault=trained,
-                resumed_from=step,
-                steps_lost=trained - step,
-                detection_seconds=detection,
-                restart_to_resumed_seconds=resumed_s,
-                restart_total_seconds=total_s,
-            )
-        )
+        trained = _saved_step(results[0][1]) if trained_before is None else trained_before
+        rows.append(_row(name, 2, trained, detection, _resume(_workers(data, model_dir))))
 
     two("SIGTERM to one of two workers (after step 3)", {1: "sigterm_at_step:3"}, None)
     two("one of two workers killed (after step 7)", {1: "kill_after_metrics:7"}, 7)
