@@ -253,7 +253,7 @@ class ShardWriter:
         # Seeded by the task's identity: the same command writes the same parts.
         rng = random.Random(f"{opts.seed}|shards|{task.name}|{task.start}")
         writers = [
-            tf.io.TFRecordWriter(os.path.join(self.parts_dir, f"{s:05d}.{task.index:06d}"))
+            tf.io.TFRecordWriter(part_path(self.parts_dir, s, task.index))
             for s in range(opts.num_shards)
         ]
         buffer: list[bytes] = []
@@ -337,6 +337,22 @@ def _shuffle_out(buffer: list[bytes], writers: list, rng: random.Random) -> None
     for record in buffer:
         writers[rng.randrange(len(writers))].write(record)
     buffer.clear()
+
+
+def part_path(parts_dir: str, shard: int, task_index: int) -> str:
+    """Where task ``task_index`` writes its examples for shard ``shard``."""
+    return os.path.join(parts_dir, f"{shard:05d}.{task_index:06d}")
+
+
+def concatenate_parts(parts_dir: str, shard: int, task_indices: Sequence[int], path: str) -> None:
+    """Writes shard ``path`` from its parts, in the order of ``task_indices``
+    (TFRecord files concatenate byte-wise). The shard gets its final name only
+    once it is whole, so a shard file that exists is complete."""
+    with storage.open_file(path + ".partial", "wb") as out:
+        for index in task_indices:
+            with storage.open_file(part_path(parts_dir, shard, index), "rb") as fh:
+                shutil.copyfileobj(fh, out, 1 << 22)
+    storage.replace(path + ".partial", path)
 
 
 def run_task(writer: ShardWriter, task: InputTask, parts_dir: str) -> WriteSummary:
@@ -556,15 +572,8 @@ def write_pretraining_data(
     if empty_files:
         summary.skipped["empty_file"] += empty_files
 
-    # Concatenate parts into shards (TFRecord files concatenate byte-wise); a
-    # shard gets its final name only once it is whole.
     for s, path in enumerate(shard_paths(output_dir, num_shards)):
-        with storage.open_file(path + ".partial", "wb") as out:
-            for task in tasks:
-                part = os.path.join(parts_dir, f"{s:05d}.{task.index:06d}")
-                with storage.open_file(part, "rb") as fh:
-                    shutil.copyfileobj(fh, out)
-        storage.replace(path + ".partial", path)
+        concatenate_parts(parts_dir, s, [task.index for task in tasks], path)
         summary.shards.append(path)
 
     MaskingVocab.from_tokenizer(tokenizer).save(output_dir)

@@ -1,5 +1,5 @@
 """Pretraining-data preparation as a Beam pipeline (real DirectRunner, spawned
-workers) gives the examples of the local path, as a multiset."""
+workers) writes the shards of the local path, byte for byte."""
 
 from __future__ import annotations
 
@@ -37,6 +37,10 @@ def _records(output_dir) -> collections.Counter:
     return collections.Counter(r.numpy() for r in tf.data.TFRecordDataset(files))
 
 
+def _shard_bytes(output_dir) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(output_dir.glob("pretrain-*.tfrecord"))}
+
+
 def _metadata(output_dir) -> dict:
     return json.loads((output_dir / "metadata.json").read_text())
 
@@ -65,6 +69,9 @@ def test_beam_multi_processing_writes_the_local_examples(tmp_path, spm_dir, loca
     reference = _records(local_dir)
     assert sum(reference.values()) == local.examples > 1000
     assert _records(out) == reference
+    # Each task's parts are concatenated in task order, as the local path does.
+    assert _shard_bytes(out) == _shard_bytes(local_dir)
+    assert not (out / ".beam_parts").exists()
     # The counters, gathered from the workers, are the local counts.
     assert (summary.documents, summary.sentences, summary.examples) == (
         local.documents,
@@ -140,6 +147,7 @@ def test_tfds_split_through_beam_gives_the_local_examples(tmp_path, spm_dir):
     )
     assert beam_summary.documents == local.documents == 42
     assert _records(tmp_path / "beam") == _records(tmp_path / "local")
+    assert _shard_bytes(tmp_path / "beam") == _shard_bytes(tmp_path / "local")
     assert _metadata(tmp_path / "beam")["inputs"] == ["tfds:albert_corpus/train"]
 
 
