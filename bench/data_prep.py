@@ -322,11 +322,12 @@ def table(report: dict[str, Any]) -> str:
                 f"{r.get('examples', '-')} |"
             )
         beam = runs.get("beam")
+        x1_tokenizer = runs.get("x1", {}).get("tokenizer", {}).get("mb_per_s")
         if beam and "mb_per_s" in beam:
             lines.append(
                 f"| {lang} x1, Beam DirectRunner | {fmt(beam['input_mb'], '.1f')} | "
                 f"{fmt(beam.get('peak_rss_mb'), '.0f')} | | {fmt(beam['mb_per_s'], '.3f')} | | "
-                f"{fmt(beam['mb_per_s'] / runs['x1']['tokenizer']['mb_per_s'], '.2f')} | "
+                f"{fmt(beam['mb_per_s'] / x1_tokenizer if x1_tokenizer else None, '.2f')} | "
                 f"same shards: {beam.get('same_shards')} |"
             )
     lines += ["", "Against the tokenizer alone, alternated in one process (medians):", ""]
