@@ -32,7 +32,7 @@ import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedMode
 APPS_DIR = str(Path(__file__).resolve().parents[1])
 if APPS_DIR not in sys.path:  # the script reruns on every interaction
     sys.path.insert(0, APPS_DIR)
-from common import (  # noqa: E402
+from exported_models import (  # noqa: E402
     AUTOMATIC,
     CLASSIFICATION_TASKS,
     LANGUAGE_NAMES,
