@@ -97,6 +97,27 @@ def next_version(export_dir: str | os.PathLike[str]) -> int:
     return max(versions, default=0) + 1
 
 
+def signature_root(
+    module: tf.Module, functions: dict[str, tf.types.experimental.PolymorphicFunction]
+) -> tuple[tf.Module, dict[str, tf.types.experimental.ConcreteFunction]]:
+    """What to save: the traced signatures and only the state they read.
+
+    Saving ``module`` itself would write every variable of its Keras model.
+    The bfloat16 and int8 exports leave the float32 kernels they replaced in
+    that model (checkpoints and conversion still see them), but their graphs
+    never read them: saved, they made those SavedModels larger than the
+    float32 one. The root holds the variables the traced graphs capture (the
+    lower-precision projections' included) and the tokenizer, whose resources
+    the graphs use.
+    """
+    concrete = {name: fn.get_concrete_function() for name, fn in functions.items()}
+    used = {id(v): v for fn in concrete.values() for v in fn.variables}
+    root = tf.Module(name=module.name)
+    root.tokenizer = module.tokenizer
+    root.serving_variables = list(used.values())
+    return root, concrete
+
+
 def export_saved_model(
     checkpoint_dir: str | os.PathLike[str],
     export_dir: str | os.PathLike[str],
@@ -143,7 +164,7 @@ def export_saved_model(
     settings = read_finetune_settings(checkpoint_dir)
     task = settings.get("task", "multiple_choice")
     loader = load_text_classifier if task == "classification" else load_multiple_choice
-    model, projections, blocks = load_for_serving(loader, checkpoint_dir, serving_precision)
+    model, _, blocks = load_for_serving(loader, checkpoint_dir, serving_precision)
     warning = precision_warning(serving_precision)
     if warning:
         warnings.warn(f"--serving_precision={serving_precision}: {warning}", stacklevel=2)
@@ -169,10 +190,6 @@ def export_saved_model(
             "limits": LIMITS,
         }
 
-    # Lower-precision projections are used by the layers' graphs but owned by
-    # no Keras layer: the module must reach them for the SavedModel to save them.
-    module.serving_projections = projections
-
     version = next_version(export_dir) if version is None else int(version)
     final = os.path.join(export_dir, str(version))
     if os.path.exists(final):
@@ -183,15 +200,15 @@ def export_saved_model(
     # Stock ops only, even inside a trainer's fused() block: TF Serving has
     # no albert_tf kernels.
     with kernels.fused(False):
-        tf.saved_model.save(
+        root, signatures = signature_root(
             module,
-            tmp,
-            signatures={
+            {
                 "serving_default": module.serving_default,
                 "score_ids": module.score_ids,
                 "tokenize": module.tokenize,
             },
         )
+        tf.saved_model.save(root, tmp, signatures=signatures)
     extra = os.path.join(tmp, "assets.extra")
     tokenizer.save(os.path.join(extra, "tokenizer"))
     metadata = {
