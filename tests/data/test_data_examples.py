@@ -14,7 +14,11 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import sample_path
-from albert_tf.data.examples import create_examples_from_document
+from albert_tf.data.examples import (
+    PretrainingExample,
+    create_examples_from_document,
+    serialize_example,
+)
 from albert_tf.data.shards import write_pretraining_data
 
 CLS, SEP = 2, 3
@@ -308,3 +312,23 @@ def test_serialized_bytes_do_not_depend_on_the_hash_seed():
     assert list(feature["token_ids"].int64_list.value) == [2, 7, 3, 8, 3]
     assert list(feature["word_continues"].int64_list.value) == [0, 0, 0, 1, 0]
     assert list(feature["sentence_order_label"].int64_list.value) == [1]
+
+
+@pytest.mark.parametrize("word_continues", [None, [0, 0, 1, 0, 0, 0]])
+def test_serialized_bytes_equal_the_public_example_api(word_continues):
+    """serialize_example fills the proto in place; the bytes are those of an
+    Example built from tf.train.Feature objects, the documented way."""
+    ex = PretrainingExample([2, 7, 8000, 3, 300_000, 3], [0, 0, 0, 0, 1, 1], 0, word_continues)
+
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+    features = {
+        "token_ids": ints(ex.token_ids),
+        "segment_ids": ints(ex.segment_ids),
+        "sentence_order_label": ints([ex.sentence_order_label]),
+    }
+    if word_continues is not None:
+        features["word_continues"] = ints(word_continues)
+    reference = tf.train.Example(features=tf.train.Features(feature=features))
+    assert serialize_example(ex) == reference.SerializeToString(deterministic=True)
