@@ -71,12 +71,20 @@ def truncate_seq_pair(
     >>> truncate_seq_pair(a, b, 5, random.Random(0)); len(a), len(b)
     (3, 2)
     """
-    while len(tokens_a) + len(tokens_b) > max_num_tokens:
-        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        if rng.random() < 0.5:
-            del longer[0]
+    # The official loop deletes one token per draw; moving range ends instead
+    # makes the same draws and choices without shifting the lists each time.
+    a_start, a_end, b_start, b_end = 0, len(tokens_a), 0, len(tokens_b)
+    while (a_end - a_start) + (b_end - b_start) > max_num_tokens:
+        if a_end - a_start > b_end - b_start:
+            if rng.random() < 0.5:
+                a_start += 1
+            else:
+                a_end -= 1
+        elif rng.random() < 0.5:
+            b_start += 1
         else:
-            longer.pop()
+            b_end -= 1
+    del tokens_a[a_end:], tokens_a[:a_start], tokens_b[b_end:], tokens_b[:b_start]
 
 
 def pack_pair(

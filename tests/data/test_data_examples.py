@@ -18,6 +18,7 @@ from albert_tf.data.examples import (
     PretrainingExample,
     create_examples_from_document,
     serialize_example,
+    truncate_seq_pair,
 )
 from albert_tf.data.shards import write_pretraining_data
 
@@ -332,3 +333,26 @@ def test_serialized_bytes_equal_the_public_example_api(word_continues):
         features["word_continues"] = ints(word_continues)
     reference = tf.train.Example(features=tf.train.Features(feature=features))
     assert serialize_example(ex) == reference.SerializeToString(deterministic=True)
+
+
+def test_truncate_seq_pair_makes_the_official_choices():
+    """The same tokens survive as with google-research's loop, which deletes
+    one token per random draw from the longer list's front or back."""
+
+    def official(tokens_a, tokens_b, max_num_tokens, rng):
+        while len(tokens_a) + len(tokens_b) > max_num_tokens:
+            trunc = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+            if rng.random() < 0.5:
+                del trunc[0]
+            else:
+                trunc.pop()
+
+    cases = random.Random(0)
+    for _ in range(3000):
+        a = list(range(cases.randrange(0, 150)))
+        b = list(range(1000, 1000 + cases.randrange(0, 150)))
+        limit, seed = cases.randrange(0, 200), cases.randrange(10**9)
+        want_a, want_b = list(a), list(b)
+        official(want_a, want_b, limit, random.Random(seed))
+        truncate_seq_pair(a, b, limit, random.Random(seed))
+        assert (a, b) == (want_a, want_b)
