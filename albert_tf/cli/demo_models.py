@@ -310,7 +310,8 @@ def model_card(lang: str, work: str) -> dict:
             f"Telling the sentence that continues a {language} passage from sentences of "
             f"other documents: {held['accuracy']:.0%} of held-out questions, against "
             f"{held['chance']:.0%} by chance and {held['overlap_idf_baseline']:.0%} for "
-            f"counting shared {'characters' if lang == 'zh' else 'words'}."
+            f"picking the option sharing the most {'characters' if lang == 'zh' else 'words'} "
+            "with the context, weighted by rarity (IDF)."
         ),
         "not_good_at": (
             "Reasoning, world knowledge, reading comprehension questions, and text unlike "
