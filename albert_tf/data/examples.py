@@ -267,4 +267,7 @@ def serialize_example(example: PretrainingExample) -> bytes:
     feature["sentence_order_label"].int64_list.value.append(example.sentence_order_label)
     if example.word_continues is not None:
         feature["word_continues"].int64_list.value.extend(example.word_continues)
+    # Features is a protobuf map; without deterministic=True its entries are
+    # serialized in an order that depends on the process's hash seed, and
+    # shards would differ between runs (and between worker processes).
     return example_proto.SerializeToString(deterministic=True)
