@@ -31,7 +31,7 @@ COMMANDS: dict[str, str] = {
     "evaluate_pretraining": "score a pretrained model on held-out shards",
     "plot_metrics": "plot pretraining runs' learning curves from their metrics.jsonl",
     "analyze_layers": "per-layer input/output L2 distance and cosine (the paper's Figure 1)",
-    "finetune": "fine-tune for multiple choice",
+    "finetune": "fine-tune for multiple choice or text classification",
     "export": "export a fine-tuned model as a raw-text SavedModel for TF Serving",
     "export_litert": "export a multiple-choice model as one raw-text on-device .tflite file",
     "convert": "convert a Hugging Face or official TF1 checkpoint",
