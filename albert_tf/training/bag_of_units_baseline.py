@@ -35,6 +35,7 @@ from functools import cached_property
 
 import numpy as np
 
+from albert_tf.training.classification_metrics import macro_f1
 from albert_tf.training.evaluation import binomial_stderr
 
 # `_UNITS` is the pattern behind `text_units`; bigrams need the units in order.
@@ -381,21 +382,6 @@ def fit_bag_of_units(
         weights, bias = fit_logistic_regression(x, labels, num_labels, l2=best.l2, epochs=epochs)
         best = BagOfUnitsModel(vocabulary, weights, bias, best.l2, units)
     return best
-
-
-def macro_f1(labels: np.ndarray, predictions: np.ndarray, num_labels: int) -> float:
-    """Mean F1 over the classes among the labels or the predictions
-    (scikit-learn's ``f1_score(average="macro")``).
-
-    >>> macro_f1(np.array([0, 0, 1, 1]), np.array([0, 1, 1, 1]), 2)
-    0.7333333333333334
-    """
-    true_positives = np.bincount(labels[labels == predictions], minlength=num_labels)
-    actual = np.bincount(labels, minlength=num_labels)
-    predicted = np.bincount(predictions, minlength=num_labels)
-    present = (actual + predicted) > 0
-    f1 = 2 * true_positives[present] / (actual[present] + predicted[present])
-    return float(f1.mean())
 
 
 def classification_scores(

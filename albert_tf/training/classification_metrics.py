@@ -38,12 +38,16 @@ def confusion_matrix(labels: Sequence[int], predictions: Sequence[int], num_labe
 
 
 def macro_f1(labels: Sequence[int], predictions: Sequence[int], num_labels: int) -> float:
-    """Unweighted mean of the per-class F1 (a class never seen nor predicted counts 0)."""
+    """Mean F1 over the classes that occur among the labels or the predictions.
+
+    scikit-learn's ``f1_score(average="macro")``: a class a test set neither holds nor
+    is predicted does not pull the mean down, so scores of subsets stay comparable.
+    """
     matrix = confusion_matrix(labels, predictions, num_labels)
     true_positive = np.diag(matrix).astype(float)
     denominator = matrix.sum(0) + matrix.sum(1)  # predicted + actual, = 2TP + FP + FN
-    f1 = np.divide(2 * true_positive, denominator, out=np.zeros(num_labels), where=denominator > 0)
-    return float(f1.mean())
+    present = denominator > 0
+    return float(np.mean(2 * true_positive[present] / denominator[present]))
 
 
 def mcc(labels: Sequence[int], predictions: Sequence[int], num_labels: int) -> float:

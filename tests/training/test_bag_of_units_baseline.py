@@ -12,10 +12,10 @@ from albert_tf.training.bag_of_units_baseline import (
     fit_bag_of_units,
     fit_logistic_regression,
     loss_and_gradients,
-    macro_f1,
     probabilities,
     units_and_bigrams,
 )
+from albert_tf.training.classification_metrics import macro_f1
 
 # Common characters, without the ones the tasks below give a meaning.
 FILLER = (

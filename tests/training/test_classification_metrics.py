@@ -24,10 +24,13 @@ def test_binary_mcc_is_the_textbook_formula():
 
 
 def test_macro_f1_by_hand():
-    # class 0: P=1, R=1/2 -> 2/3; class 1: P=2/3, R=1 -> 4/5; class 2: 1; class 3 unseen: 0.
+    # class 0: P=1, R=1/2 -> 2/3; class 1: P=2/3, R=1 -> 4/5; class 2: 1; class 3 neither
+    # occurs nor is predicted, so it is left out of the mean (scikit-learn's default).
     labels, predictions = [0, 0, 1, 1, 2], [0, 1, 1, 1, 2]
     assert macro_f1(labels, predictions, 3) == pytest.approx((2 / 3 + 4 / 5 + 1) / 3)
-    assert macro_f1(labels, predictions, 4) == pytest.approx((2 / 3 + 4 / 5 + 1) / 4)
+    assert macro_f1(labels, predictions, 4) == pytest.approx((2 / 3 + 4 / 5 + 1) / 3)
+    # A class that occurs and is never predicted does count, as 0.
+    assert macro_f1([0, 1, 2], [0, 1, 1], 3) == pytest.approx((1 + 2 / 3 + 0) / 3)
 
 
 def test_correlations():
