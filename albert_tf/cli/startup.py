@@ -25,11 +25,11 @@ command (``python -m albert_tf.<command>``, ``python -m albert_tf.cli.<command>`
   commands' one-line errors included, passes unchanged. The parent forwards signals
   and exits as the child did; the child dies with the parent.
 
-``--verbosity=1`` (absl's flag, also ``-v 1``) or more on the command line turns all
-of this off, and ``--verbosity=N`` with N >= 2 also sets ``TF_CPP_MAX_VLOG_LEVEL=N-1``
-(absl's meaning of N) unless it is set. ``TF_CPP_MIN_LOG_LEVEL=0`` shows everything
-too. Library use (``import albert_tf`` in a program, a notebook, the tests) is never
-touched.
+``--verbosity=1`` (absl's flag, also ``-v 1``) or more, on the command line or in a
+``--flagfile``, turns all of this off, and ``--verbosity=N`` with N >= 2 also sets
+``TF_CPP_MAX_VLOG_LEVEL=N-1`` (absl's meaning of N) unless it is set.
+``TF_CPP_MIN_LOG_LEVEL=0`` shows everything too. Library use (``import albert_tf`` in a
+program, a notebook, the tests) is never touched.
 """
 
 from __future__ import annotations
@@ -133,14 +133,37 @@ class StderrFilter:
         return held if held and self._keep(held) else b""
 
 
+def _expand_flagfiles(args: Sequence[str], depth: int = 0) -> list[str]:
+    """``args`` with each ``--flagfile=F`` replaced by F's flags, as absl reads them.
+
+    A file that cannot be read is left out: absl reports it when it parses the flags.
+    """
+    expanded: list[str] = []
+    for arg in args:
+        name, equals, value = arg.partition("=")
+        if name.lstrip("-") != "flagfile" or not equals or depth > 10:
+            expanded.append(arg)
+            continue
+        try:
+            with open(value, encoding="utf-8") as f:
+                lines = [line.strip() for line in f]
+        except OSError:
+            continue
+        lines = [line for line in lines if line and not line.startswith(("#", "//"))]
+        expanded.extend(_expand_flagfiles(lines, depth + 1))
+    return expanded
+
+
 def requested_verbosity(args: Sequence[str]) -> int | None:
-    """absl's ``--verbosity`` / ``-v`` as given on the command line (the last one).
+    """absl's ``--verbosity`` / ``-v`` as given on the command line or in a
+    ``--flagfile`` (the last one, as absl takes it).
 
     >>> requested_verbosity(["--preset=x", "--verbosity=1"]), requested_verbosity(["-v", "2"])
     (1, 2)
-    >>> requested_verbosity(["--flagfile=f"]) is None
+    >>> requested_verbosity(["--flagfile=/no/such/file"]) is None
     True
     """
+    args = _expand_flagfiles(args)
     found = None
     for i, arg in enumerate(args):
         if arg == "--":

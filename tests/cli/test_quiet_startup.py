@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from absl import flags
 
 from albert_tf.cli import LEGACY_MODULES
-from albert_tf.cli.startup import StderrFilter, command_name
+from albert_tf.cli.startup import StderrFilter, command_name, requested_verbosity
 
 REPO = Path(__file__).resolve().parents[2]
 # Any absl C++ log line ("I0000 00:00:1795494502.909365   26296 port.cc:153] ..."),
@@ -89,6 +90,33 @@ def test_verbosity_or_the_users_level_brings_the_lines_back(flags, env):
     assert "absl::InitializeLog" in result.stderr
     if _no_nvidia_device():  # what a CPU machine prints when TensorFlow looks for a GPU
         assert "failed call to cuInit" in result.stderr
+
+
+def test_verbosity_in_a_flagfile_brings_the_lines_back(tmp_path):
+    flagfile = tmp_path / "verbose.flags"
+    flagfile.write_text("# a comment, as configs/ have\n--verbosity=1\n")
+    result = _run(_module("albert_tf.params", *PARAMS, f"--flagfile={flagfile}"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert CPP_LINE.search(result.stderr), result.stderr[-3000:]
+
+
+def test_requested_verbosity_reads_flagfiles_as_absl_does(tmp_path):
+    inner = tmp_path / "inner.flags"
+    inner.write_text("--verbosity=2\n")
+    outer = tmp_path / "outer.flags"
+    outer.write_text(f"// absl's other comment\n--flagfile={inner}\n--preset=x\n")
+    cases = [
+        [f"--flagfile={outer}"],
+        [f"--flagfile={outer}", "--verbosity=0"],
+        ["--verbosity=1", f"--flagfile={outer}"],
+        [f"--flagfile={inner}", "-v", "3"],
+    ]
+    for args in cases:
+        absl = flags.FlagValues()  # absl's own parser is the reference
+        flags.DEFINE_integer("verbosity", -9, "", short_name="v", flag_values=absl)
+        flags.DEFINE_string("preset", None, "", flag_values=absl)
+        absl(["prog", *args])
+        assert requested_verbosity(args) == absl.verbosity, args
 
 
 def test_a_user_error_is_its_one_line():
