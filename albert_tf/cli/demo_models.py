@@ -300,14 +300,14 @@ def model_card(lang: str, work: str) -> dict:
     pretrain_run = read("pretrain/pretraining_run.json")
     pretrain_results = read("pretrain/eval_results.json")  # its step: the steps trained
     finetune = read("finetune/summary.json")
-    language = {"zh": "Chinese", "en": "English"}[lang]
+    language = {"zh": "a Chinese", "en": "an English"}[lang]
     held = evaluation["held_out"]
     return {
         "name": f"albert_demo_{lang}",
         "language": lang,
         "task": "Which option continues the context? (multiple choice, any number of options)",
         "good_at": (
-            f"Telling the sentence that continues a {language} passage from sentences of "
+            f"Telling the sentence that continues {language} passage from sentences of "
             f"other documents: {held['accuracy']:.0%} of held-out questions, against "
             f"{held['chance']:.0%} by chance and {held['overlap_idf_baseline']:.0%} for "
             f"picking the option sharing the most {'characters' if lang == 'zh' else 'words'} "

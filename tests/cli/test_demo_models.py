@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from albert_tf.data import read_documents, sample_path
 from albert_tf.data.multiple_choice import read_multiple_choice
 from albert_tf.data.next_sentence import document_split
@@ -98,3 +100,48 @@ def test_unknown_stage_and_language_are_user_errors(tmp_path):
         result = _demo_models(flag, f"--work_dir={tmp_path}")
         assert result.returncode == 2
         assert result.stderr.strip().splitlines()[-1].startswith("demo_models: error: ")
+
+
+def _write_stage_files(work: Path, accuracy: float) -> None:
+    files = {
+        "data/prepare.json": {
+            "corpora": ["a.jsonl"],
+            "documents": {"pretrain": 60, "finetune": 30, "test": 10},
+            "pretraining_sentences": 900,
+            "items": {"train": 400, "dev": 50, "test": 40},
+        },
+        "times.json": {"pretrain": 100.4, "finetune": 50.6},
+        "evaluation.json": {
+            "held_out": {"accuracy": accuracy, "chance": 0.25, "overlap_idf_baseline": 0.5135},
+            "shared_sets": {},
+        },
+        "pretrain/pretraining_run.json": {
+            "options": {"train_batch_size": 64, "sentence_task": "nsp"},
+            "albert_config": {"vocab_size": 8000, "hidden_size": 128, "share": "all"},
+        },
+        "pretrain/eval_results.json": {"step": 6000},
+        "finetune/summary.json": {"steps": 3000},
+    }
+    for name, content in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(json.dumps(content))
+
+
+def test_model_card_reads_the_stages_records(tmp_path):
+    from albert_tf.cli.demo_models import model_card
+    from albert_tf.cli.runner import UserError
+
+    _write_stage_files(tmp_path, accuracy=0.5695)
+    card = model_card("en", str(tmp_path))
+    assert card["good_at"].startswith("Telling the sentence that continues an English passage")
+    assert "57% of held-out questions, against 25% by chance and 51% for" in card["good_at"]
+    assert "most words" in card["good_at"]
+    assert card["pretraining"]["steps"] == 6000 and card["pretraining"]["seconds"] == 100
+    assert card["pretraining"]["model"] == {"vocab_size": 8000, "hidden_size": 128, "share": "all"}
+    assert card["finetuning"] == {"items": 400, "documents": 90, "steps": 3000, "seconds": 51}
+    zh = model_card("zh", str(tmp_path))
+    assert zh["good_at"].startswith("Telling the sentence that continues a Chinese passage")
+    assert "most characters" in zh["good_at"]
+    (tmp_path / "finetune/summary.json").unlink()
+    with pytest.raises(UserError, match=r"finetune/summary.json is missing; run the earlier"):
+        model_card("en", str(tmp_path))
