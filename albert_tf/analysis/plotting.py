@@ -20,4 +20,6 @@ def save_figure(figure: Figure, path: str | os.PathLike[str], dpi: int = 110) ->
     """Writes ``figure`` as a PNG, creating the parent folder."""
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    figure.savefig(path, dpi=dpi, format="png")
+    # "tight" grows the canvas to what is drawn: a figure legend of long run names
+    # would otherwise be cut at the edges.
+    figure.savefig(path, dpi=dpi, format="png", bbox_inches="tight")
