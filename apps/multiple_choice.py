@@ -5,8 +5,8 @@
 Models are SavedModels written by ``python -m albert_tf.export`` (or
 ``albert_tf.finetune --export_dir``, or ``albert_tf.demo_models``) under a models
 folder, default ``models/exported`` (``ALBERT_MODELS_DIR`` overrides it), each as
-``NAME/<version>/``. The repository ships the Chinese demo model there,
-``albert_demo_zh``; ``python -m albert_tf.demo_models`` builds ``albert_demo_en``.
+``NAME/<version>/``. The repository ships the demo models there, ``albert_demo_zh`` and
+``albert_demo_en``; ``python -m albert_tf.demo_models`` rebuilds them.
 By default the page answers with the model whose language matches the text (by
 script), says which model answered, and shows that model's card
 (``assets.extra/model_card.json``). Inference goes through the SavedModel's
