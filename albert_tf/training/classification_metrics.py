@@ -33,7 +33,7 @@ def accuracy(labels: Sequence[int], predictions: Sequence[int]) -> float:
 def confusion_matrix(labels: Sequence[int], predictions: Sequence[int], num_labels: int):
     """[true, predicted] counts."""
     matrix = np.zeros((num_labels, num_labels), np.int64)
-    np.add.at(matrix, (np.asarray(labels), np.asarray(predictions)), 1)
+    np.add.at(matrix, (np.asarray(labels, np.int64), np.asarray(predictions, np.int64)), 1)
     return matrix
 
 
@@ -47,6 +47,8 @@ def macro_f1(labels: Sequence[int], predictions: Sequence[int], num_labels: int)
     true_positive = np.diag(matrix).astype(float)
     denominator = matrix.sum(0) + matrix.sum(1)  # predicted + actual, = 2TP + FP + FN
     present = denominator > 0
+    if not present.any():
+        return 0.0  # no items
     return float(np.mean(2 * true_positive[present] / denominator[present]))
 
 

@@ -31,6 +31,7 @@ def test_macro_f1_by_hand():
     assert macro_f1(labels, predictions, 4) == pytest.approx((2 / 3 + 4 / 5 + 1) / 3)
     # A class that occurs and is never predicted does count, as 0.
     assert macro_f1([0, 1, 2], [0, 1, 1], 3) == pytest.approx((1 + 2 / 3 + 0) / 3)
+    assert macro_f1([], [], 3) == 0.0
 
 
 def test_correlations():
