@@ -68,6 +68,12 @@ flags.DEFINE_string("zh_corpora", None, "Override the Chinese corpora (files, gl
 flags.DEFINE_string("en_corpora", None, "Override the English corpora (files, globs, folders).")
 flags.DEFINE_integer("version", 1, "SavedModel version to write.")
 flags.DEFINE_integer("seed", 0, "Seed of the items (distractors, answer positions).")
+flags.DEFINE_bool(
+    "pretrain_on_finetune_text",
+    False,
+    "Also pretrain on the fine-tuning documents no dev item comes from: more text, while "
+    "dev and test documents stay unseen until fine-tuning and scoring.",
+)
 
 
 def _source(path: str) -> str:
@@ -92,9 +98,6 @@ def prepare(lang: str, corpora: list[str], out: str) -> dict:
             parts[part].append(doc)
             groups[part].append(source)
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "pretrain.jsonl"), "w", encoding="utf-8") as f:
-        for doc in parts["pretrain"]:
-            f.write(json.dumps({"sentences": doc}, ensure_ascii=False) + "\n")
     common = dict(lang=lang, context_chars=CONTEXT_CHARS[lang])
     items = {
         part: next_sentence_items(
@@ -115,6 +118,12 @@ def prepare(lang: str, corpora: list[str], out: str) -> dict:
         if sum(per_doc[x] for x in dev_docs) >= MAX_DEV_ITEMS:
             break
         dev_docs.add(d)
+    pretraining_text = list(parts["pretrain"])
+    if FLAGS.pretrain_on_finetune_text:
+        pretraining_text += [d for k, d in enumerate(parts["finetune"]) if k not in dev_docs]
+    with open(os.path.join(out, "pretrain.jsonl"), "w", encoding="utf-8") as f:
+        for doc in pretraining_text:
+            f.write(json.dumps({"sentences": doc}, ensure_ascii=False) + "\n")
     dev = [i for i in items["finetune"] if _document_of(i) in dev_docs]
     train = [i for i in items["finetune"] if _document_of(i) not in dev_docs]
     train += items["pretrain"]
@@ -129,7 +138,8 @@ def prepare(lang: str, corpora: list[str], out: str) -> dict:
     summary = {
         "corpora": [os.path.basename(p) for p in corpora],
         "documents": {k: len(v) for k, v in parts.items()},
-        "pretraining_sentences": sum(len(d) for d in parts["pretrain"]),
+        "pretraining_documents": len(pretraining_text),
+        "pretraining_sentences": sum(len(d) for d in pretraining_text),
         "items": {k: len(v) for k, v in splits.items()},
     }
     with open(os.path.join(out, "prepare.json"), "w", encoding="utf-8") as f:
@@ -319,7 +329,9 @@ def model_card(lang: str, work: str) -> dict:
         ),
         "pretraining": {
             "corpora": prepared["corpora"],
-            "documents": prepared["documents"]["pretrain"],
+            # Older work dirs predate pretraining_documents: their text was the
+            # pretraining documents alone.
+            "documents": prepared.get("pretraining_documents", prepared["documents"]["pretrain"]),
             "sentences": prepared["pretraining_sentences"],
             "steps": pretrain_results["step"],
             "batch_size": pretrain_run["options"]["train_batch_size"],

@@ -145,3 +145,32 @@ def test_model_card_reads_the_stages_records(tmp_path):
     (tmp_path / "finetune/summary.json").unlink()
     with pytest.raises(UserError, match=r"finetune/summary.json is missing; run the earlier"):
         model_card("en", str(tmp_path))
+
+
+def test_pretraining_on_finetune_text_leaves_dev_and_test_documents_out(tmp_path):
+    corpus = sample_path("en")
+    result = _demo_models(
+        "--languages=en",
+        "--stages=prepare",
+        "--pretrain_on_finetune_text",
+        f"--en_corpora={corpus}",
+        f"--work_dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = tmp_path / "en" / "data"
+    documents = list(read_documents(corpus))
+    parts = [document_split(f"en_sample/{i}") for i in range(len(documents))]
+    finetune_docs = [d for d, p in zip(documents, parts, strict=True) if p == "finetune"]
+    dev, _ = read_multiple_choice(str(data / "dev.jsonl"))
+    dev_docs = {int(i.id.split("-")[1]) for i in dev}
+    assert dev_docs  # the sample has dev documents, so the exclusion is exercised
+    expected = [d for d, p in zip(documents, parts, strict=True) if p == "pretrain"]
+    expected += [d for k, d in enumerate(finetune_docs) if k not in dev_docs]
+    lines = (data / "pretrain.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["sentences"] for line in lines] == expected
+    summary = json.loads((data / "prepare.json").read_text())
+    assert summary["pretraining_documents"] == len(expected) > summary["documents"]["pretrain"]
+    # No dev or test document is pretraining text.
+    test_docs = [d for d, p in zip(documents, parts, strict=True) if p == "test"]
+    held_back = [finetune_docs[k] for k in dev_docs] + test_docs
+    assert held_back and not [d for d in held_back if d in expected]
