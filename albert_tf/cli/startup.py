@@ -21,7 +21,8 @@ command (``python -m albert_tf.<command>``, ``python -m albert_tf.cli.<command>`
 * the command runs again as a child process whose stderr passes through `StderrFilter`:
   C++ log lines below that level (the early ones), absl's banner above and, on a
   machine with no NVIDIA device, the cuInit failure (there it only means "no GPU": it
-  counts as information) are dropped; everything else, Python tracebacks and the
+  counts as information) are dropped, and so is oneDNN's note that it leaves int64 ops
+  to Eigen, logged as an error on every CPU; everything else, Python tracebacks and the
   commands' one-line errors included, passes unchanged. The parent forwards signals
   and exits as the child did; the child dies with the parent.
 
@@ -59,6 +60,9 @@ _SEVERITY = {b"I": 0, b"W": 1, b"E": 2, b"F": 3}
 _BANNER = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 _CUINIT = b"failed call to cuInit"
 _CONTINUATION = b"To enable the following instructions:"  # cpu_feature_guard's second line
+# Logged as errors, but information: oneDNN leaves int64 ops to Eigen, and (TF 2.21) says
+# so at ERROR on every CPU, AVX-512 ones included.
+_INFO_LOGGED_AS_ERROR = (b"oneDNN supports DT_INT64 only on platforms with AVX-512",)
 
 
 class StderrFilter:
@@ -91,6 +95,8 @@ class StderrFilter:
             return not (self._dropped and line.startswith(_CONTINUATION))
         severity = _SEVERITY[match.group(1)]
         if severity == 2 and self.cuinit_is_info and _CUINIT in line:
+            severity = 0
+        if severity == 2 and any(text in line for text in _INFO_LOGGED_AS_ERROR):
             severity = 0
         return severity >= self.min_level
 

@@ -204,6 +204,13 @@ STREAM = [  # (line, kept at level 2, kept at level 1), without an NVIDIA device
         False,
         False,
     ),
+    (
+        "E0000 00:00:1795543666.213389   13687 util.cc:131] oneDNN supports DT_INT64 only on "
+        "platforms with AVX-512. Falling back to the default Eigen-based implementation if "
+        "present.\n",
+        False,
+        False,
+    ),
     ("E0000 00:00:1795494510.1   26296 x.cc:2] a real error\n", True, True),
     ("To enable the following instructions: kept, its log line was kept\n", True, True),
     ("Traceback (most recent call last):\n", True, True),
