@@ -138,6 +138,7 @@ def prepare(lang: str, corpora: list[str], out: str) -> dict:
     summary = {
         "corpora": [os.path.basename(p) for p in corpora],
         "documents": {k: len(v) for k, v in parts.items()},
+        "pretrain_on_finetune_text": FLAGS.pretrain_on_finetune_text,
         "pretraining_documents": len(pretraining_text),
         "pretraining_sentences": sum(len(d) for d in pretraining_text),
         "items": {k: len(v) for k, v in splits.items()},
@@ -312,6 +313,12 @@ def model_card(lang: str, work: str) -> dict:
     finetune = read("finetune/summary.json")
     language = {"zh": "a Chinese", "en": "an English"}[lang]
     held = evaluation["held_out"]
+    # Work dirs of before --pretrain_on_finetune_text lack these two keys; the first of
+    # them pretrained on the pretraining documents alone, later ones say how many.
+    documents = prepared.get("pretraining_documents", prepared["documents"]["pretrain"])
+    extra_text = prepared.get(
+        "pretrain_on_finetune_text", documents > prepared["documents"]["pretrain"]
+    )
     return {
         "name": f"albert_demo_{lang}",
         "language": lang,
@@ -329,9 +336,7 @@ def model_card(lang: str, work: str) -> dict:
         ),
         "pretraining": {
             "corpora": prepared["corpora"],
-            # Older work dirs predate pretraining_documents: their text was the
-            # pretraining documents alone.
-            "documents": prepared.get("pretraining_documents", prepared["documents"]["pretrain"]),
+            "documents": documents,
             "sentences": prepared["pretraining_sentences"],
             "steps": pretrain_results["step"],
             "batch_size": pretrain_run["options"]["train_batch_size"],
@@ -359,7 +364,8 @@ def model_card(lang: str, work: str) -> dict:
         },
         "held_out": evaluation["held_out"],
         "shared_sets": evaluation["shared_sets"],
-        "rebuild": f"python -m albert_tf.demo_models --languages={lang}",
+        "rebuild": f"python -m albert_tf.demo_models --languages={lang}"
+        + (" --pretrain_on_finetune_text" if extra_text else ""),
     }
 
 

@@ -139,9 +139,18 @@ def test_model_card_reads_the_stages_records(tmp_path):
     assert card["pretraining"]["steps"] == 6000 and card["pretraining"]["seconds"] == 100
     assert card["pretraining"]["model"] == {"vocab_size": 8000, "hidden_size": 128, "share": "all"}
     assert card["finetuning"] == {"items": 400, "documents": 90, "steps": 3000, "seconds": 51}
+    assert card["rebuild"] == "python -m albert_tf.demo_models --languages=en"
+    assert card["pretraining"]["documents"] == 60
     zh = model_card("zh", str(tmp_path))
     assert zh["good_at"].startswith("Telling the sentence that continues a Chinese passage")
     assert "most characters" in zh["good_at"]
+    # A build that also pretrained on fine-tuning text says so, and how to redo it.
+    prepare = json.loads((tmp_path / "data/prepare.json").read_text())
+    prepare["pretraining_documents"] = 85
+    (tmp_path / "data/prepare.json").write_text(json.dumps(prepare))
+    card = model_card("zh", str(tmp_path))
+    assert card["pretraining"]["documents"] == 85
+    assert card["rebuild"].endswith("--languages=zh --pretrain_on_finetune_text")
     (tmp_path / "finetune/summary.json").unlink()
     with pytest.raises(UserError, match=r"finetune/summary.json is missing; run the earlier"):
         model_card("en", str(tmp_path))
@@ -170,6 +179,7 @@ def test_pretraining_on_finetune_text_leaves_dev_and_test_documents_out(tmp_path
     assert [json.loads(line)["sentences"] for line in lines] == expected
     summary = json.loads((data / "prepare.json").read_text())
     assert summary["pretraining_documents"] == len(expected) > summary["documents"]["pretrain"]
+    assert summary["pretrain_on_finetune_text"] is True
     # No dev or test document is pretraining text.
     test_docs = [d for d, p in zip(documents, parts, strict=True) if p == "test"]
     held_back = [finetune_docs[k] for k in dev_docs] + test_docs
