@@ -170,3 +170,32 @@ def test_app_renders_and_answers_in_headless_chromium(mc_models, tmp_path):
     assert "Answered by tiny_en" in pages["en"], pages["en"][-2000:]
     # The English model has no card: the sidebar says so instead of showing one.
     assert "no model card was exported" in pages["en"]
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "models" / "exported"
+
+
+def test_the_shipped_demo_models_answer_both_examples(monkeypatch):
+    """What a visitor sees right after the install: the demo models in models/exported
+    (models/README.md) answer the seeds' Chinese example with option 2 and the English
+    example with its on-topic sentence, each with the model of its language."""
+    from streamlit.testing.v1 import AppTest
+
+    assert {p.name for p in SHIPPED.iterdir() if p.is_dir()} >= {"albert_demo_zh", "albert_demo_en"}
+    monkeypatch.setenv("ALBERT_MODELS_DIR", str(SHIPPED))
+    app = AppTest.from_file(str(APP), default_timeout=180)
+    app.run()
+    assert not app.exception, app.exception
+    expected = {
+        "中文": ("albert_demo_zh", "他们主要负责AI算法的研究和落地."),
+        "English": (
+            "albert_demo_en",
+            "He asked for relief for the farmers who had lost their crops.",
+        ),
+    }
+    for example, (model, answer) in expected.items():
+        app.radio[0].set_value(example).run()
+        assert not app.exception, app.exception
+        table = app.dataframe[0].value
+        assert table.loc[table["probability"].idxmax(), "option"] == answer
+        assert f"Answered by **{model} (version" in _caption_texts(app)
