@@ -192,7 +192,18 @@ def build(lang: str, corpora: list[str]) -> None:
     configs = FLAGS.configs_dir
     stages = FLAGS.stages
 
-    if "prepare" in stages and not os.path.exists(os.path.join(data, "prepare.json")):
+    prepared_path = os.path.join(data, "prepare.json")
+    pretrain_pending = "pretrain" in stages and not os.path.isdir(os.path.join(pre, "final"))
+    if os.path.exists(prepared_path) and pretrain_pending:
+        # A cached split must hold the pretraining text this command asks for.
+        with open(prepared_path, encoding="utf-8") as f:
+            cached = json.load(f).get("pretrain_on_finetune_text", False)
+        if cached != FLAGS.pretrain_on_finetune_text:
+            raise UserError(
+                f"{data} was prepared {'with' if cached else 'without'} "
+                "--pretrain_on_finetune_text; pass the same, or use another --work_dir"
+            )
+    if "prepare" in stages and not os.path.exists(prepared_path):
         start = time.time()
         summary = prepare(lang, corpora, data)
         times["prepare"] = time.time() - start

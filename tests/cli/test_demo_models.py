@@ -180,6 +180,17 @@ def test_pretraining_on_finetune_text_leaves_dev_and_test_documents_out(tmp_path
     summary = json.loads((data / "prepare.json").read_text())
     assert summary["pretraining_documents"] == len(expected) > summary["documents"]["pretrain"]
     assert summary["pretrain_on_finetune_text"] is True
+    # The cached split cannot feed a pretraining run without that text (a missing
+    # configs folder makes a run that slipped past the check fail fast).
+    again = _demo_models(
+        "--languages=en",
+        "--stages=prepare,pretrain",
+        "--configs_dir=/nonexistent",
+        f"--en_corpora={corpus}",
+        f"--work_dir={tmp_path}",
+    )
+    assert again.returncode == 2, again.stderr[-2000:]
+    assert "was prepared with --pretrain_on_finetune_text; pass the same" in again.stderr
     # No dev or test document is pretraining text.
     test_docs = [d for d, p in zip(documents, parts, strict=True) if p == "test"]
     held_back = [finetune_docs[k] for k in dev_docs] + test_docs
