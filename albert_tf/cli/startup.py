@@ -94,10 +94,11 @@ class StderrFilter:
         if match is None:
             return not (self._dropped and line.startswith(_CONTINUATION))
         severity = _SEVERITY[match.group(1)]
-        if severity == 2 and self.cuinit_is_info and _CUINIT in line:
-            severity = 0
-        if severity == 2 and any(text in line for text in _INFO_LOGGED_AS_ERROR):
-            severity = 0
+        if severity == 2 and (
+            any(text in line for text in _INFO_LOGGED_AS_ERROR)
+            or (self.cuinit_is_info and _CUINIT in line)
+        ):
+            severity = 0  # information logged as an error
         return severity >= self.min_level
 
     def feed(self, data: bytes) -> bytes:
@@ -139,25 +140,18 @@ class StderrFilter:
         return held if held and self._keep(held) else b""
 
 
-def _expand_flagfiles(args: Sequence[str], depth: int = 0) -> list[str]:
-    """``args`` with each ``--flagfile=F`` replaced by F's flags, as absl reads them.
+def _expand_flagfiles(args: Sequence[str]) -> list[str]:
+    """``args`` with each ``--flagfile`` replaced by its flags, by absl's own reader
+    (nesting, comments, ``--flagfile F``). If a file cannot be read, ``args`` as given:
+    absl reports the file when the command parses its flags."""
+    if not any("flagfile" in arg for arg in args):
+        return list(args)  # the usual case: absl is not even imported here
+    from absl import flags
 
-    A file that cannot be read is left out: absl reports it when it parses the flags.
-    """
-    expanded: list[str] = []
-    for arg in args:
-        name, equals, value = arg.partition("=")
-        if name.lstrip("-") != "flagfile" or not equals or depth > 10:
-            expanded.append(arg)
-            continue
-        try:
-            with open(value, encoding="utf-8") as f:
-                lines = [line.strip() for line in f]
-        except OSError:
-            continue
-        lines = [line for line in lines if line and not line.startswith(("#", "//"))]
-        expanded.extend(_expand_flagfiles(lines, depth + 1))
-    return expanded
+    try:
+        return flags.FlagValues().read_flags_from_files(args, force_gnu=True)
+    except flags.Error:
+        return list(args)
 
 
 def requested_verbosity(args: Sequence[str]) -> int | None:
