@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import abc
 import os
+import weakref
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+# Traced `tokenize` per tokenizer, for `tokenize_on_host`. Kept outside the
+# module so that exporting a tokenizer does not save this function with it.
+_TRACED_TOKENIZE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class Tokenizer(tf.Module, abc.ABC):
@@ -71,6 +77,27 @@ class Tokenizer(tf.Module, abc.ABC):
         Applies the model's normalisation (lower-casing, accent stripping...)
         first, exactly as the reference tokenizer does.
         """
+
+    def tokenize_on_host(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Python strings → (flat piece ids, row splits) as numpy arrays.
+
+        For host-side data preparation, which tokenizes millions of sentences
+        in batches: `tokenize` runs as one traced graph, because dispatching
+        its few hundred ops one by one in eager mode costs about a third of
+        the time. The ids are those of `tokenize`.
+        """
+        fn = _TRACED_TOKENIZE.get(self)
+        if fn is None:
+            tokenizer = weakref.ref(self)  # the cache must not keep self alive
+
+            @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+            def fn(batch: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+                ragged = tokenizer().tokenize(batch)
+                return ragged.flat_values, ragged.row_splits
+
+            _TRACED_TOKENIZE[self] = fn
+        flat, splits = fn(tf.constant(list(texts), dtype=tf.string))
+        return flat.numpy(), splits.numpy()
 
     @abc.abstractmethod
     def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:

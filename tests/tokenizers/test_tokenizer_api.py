@@ -248,3 +248,35 @@ def test_train_tokenizer_cli(tmp_path):
     ids = tokenizer.tokenize(tf.constant(["中文 models"])).to_list()[0]
     assert tokenizer.unk_id not in ids
     assert np.array(ids).size == 3
+
+
+@pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
+def test_tokenize_on_host_gives_the_ids_of_tokenize(
+    kind, sp_dir, wp_dir, english_lines, chinese_lines
+):
+    """Data preparation's traced path: the same ids and rows as eager
+    `tokenize` (the one checked against the reference tokenizers), for
+    batches of different sizes, an empty string and an empty batch; and the
+    cache of traced functions neither keeps a tokenizer alive nor adds a
+    function to what a SavedModel of it would save."""
+    import gc
+    import weakref
+
+    # Fresh objects: the session fixtures' tokenizers are kept alive by pytest.
+    if kind == "sentencepiece":
+        tok, lines = SentencePieceTokenizer.from_file(sp_dir / "spiece.model"), english_lines
+    else:
+        tok, lines = WordPieceTokenizer(wp_dir / "vocab.txt"), chinese_lines
+    children = set(tok._trackable_children(save_type="savedmodel"))
+    for batch in (lines[:1], lines[:300] + [""], lines[-77:]):
+        flat, splits = tok.tokenize_on_host(batch)
+        ragged = tok.tokenize(tf.constant(batch))
+        assert flat.tolist() == ragged.flat_values.numpy().tolist()
+        assert splits.tolist() == ragged.row_splits.numpy().tolist()
+    flat, splits = tok.tokenize_on_host([])
+    assert flat.size == 0 and splits.tolist() == [0]
+    assert set(tok._trackable_children(save_type="savedmodel")) == children
+    alive = weakref.ref(tok)
+    del tok
+    gc.collect()
+    assert alive() is None
