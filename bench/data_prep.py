@@ -175,12 +175,12 @@ from albert_tf.tokenizers import load_tokenizer
 tok = load_tokenizer({tokenizer!r})
 sentences = [s for d in read_documents({corpus!r}) for s in d]
 nbytes = sum(len(s.encode()) for s in sentences)
-batches = [tf.constant(sentences[i:i + 2048]) for i in range(0, len(sentences), 2048)]
-tok.tokenize(batches[0])
+batches = [sentences[i:i + 2048] for i in range(0, len(sentences), 2048)]
+tok.tokenize_on_host(batches[0])
 start = time.perf_counter()
 pieces = 0
 for b in batches:
-    pieces += int(tf.size(tok.tokenize(b).flat_values))
+    pieces += len(tok.tokenize_on_host(b)[0])
 wall = time.perf_counter() - start
 print({RESULT_PREFIX!r} + json.dumps({{"text_mb": nbytes / 1e6, "wall_s": wall,
       "pieces": pieces}}))
@@ -215,14 +215,14 @@ except ImportError:
     run_beam_pipeline = None
 tok = load_tokenizer({tokenizer!r})
 sentences = [s for d in read_documents({corpus!r}) for s in d]
-tok.tokenize(tf.constant(sentences[:8]))
+tok.tokenize_on_host(sentences[:8])
 common = dict(output_dir={work!r} + "/paired", inputs=[{corpus!r}], max_seq_length=128,
               dupe_factor=1, num_shards=4, log=None)
 times = {{"tokenizer": [], "local": [], "beam": []}}
 for _ in range({rounds}):
     start = time.perf_counter()
     for i in range(0, len(sentences), 2048):
-        tok.tokenize(tf.constant(sentences[i:i + 2048]))
+        tok.tokenize_on_host(sentences[i:i + 2048])
     times["tokenizer"].append(time.perf_counter() - start)
     start = time.perf_counter()
     write_pretraining_data(tokenizer={tokenizer!r}, show_progress=False, **common)

@@ -335,6 +335,39 @@ def test_serialized_bytes_equal_the_public_example_api(word_continues):
     assert serialize_example(ex) == reference.SerializeToString(deterministic=True)
 
 
+def test_serialized_bytes_equal_protobuf_for_every_varint_width():
+    """Random examples whose values need 1 to 10 varint bytes (ids, the word
+    continuation bit 1 << 40, a negative label), empty lists and over-long
+    ones: the bytes are those of an Example built from tf.train.Feature
+    objects."""
+    rng = random.Random(7)
+    widths = [(0, 127), (128, 16_383), (16_384, 2_097_151), (1 << 40, (1 << 41) - 1), (-5, -1)]
+
+    def values(n):
+        return [rng.randint(*rng.choice(widths)) for _ in range(n)]
+
+    def ints(v):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+
+    for _ in range(300):
+        n = rng.choice([0, 1, 2, 127, 128, 513])
+        ex = PretrainingExample(
+            values(n),
+            [rng.randint(0, 1) for _ in range(n)],
+            rng.choice([0, 1, -1, 1 << 40]),
+            values(n) if rng.random() < 0.5 else None,
+        )
+        features = {
+            "token_ids": ints(ex.token_ids),
+            "segment_ids": ints(ex.segment_ids),
+            "sentence_order_label": ints([ex.sentence_order_label]),
+        }
+        if ex.word_continues is not None:
+            features["word_continues"] = ints(ex.word_continues)
+        reference = tf.train.Example(features=tf.train.Features(feature=features))
+        assert serialize_example(ex) == reference.SerializeToString(deterministic=True), ex
+
+
 def test_truncate_seq_pair_makes_the_official_choices():
     """The same tokens survive as with google-research's loop, which deletes
     one token per random draw from the longer list's front or back."""
