@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 
@@ -212,6 +213,47 @@ def test_lower_matches_python_per_character_on_every_code_point():
     assert len(got) == len(expected)
     assert [(e, g) for e, g in zip(expected, got, strict=True) if e != g] == []
     assert lower_utf8(tf.constant(["ΟΔΟΣ A\x00B\x00"])).numpy()[0].decode() == "οδοσ a\x00b\x00"
+
+
+def test_character_classes_equal_a_plain_loop_over_every_code_point():
+    """The classes the graphs embed are built with vectorized calls; here the
+    same definitions as a plain per-code-point loop, the way the reference
+    tokenizers test each character."""
+    import unicodedata
+
+    from albert_tf.tokenizers import _text_ops
+
+    def is_punct(cp, cat):
+        ascii_punct = 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
+        return ascii_punct or cat.startswith("P")
+
+    predicates = {
+        "python_whitespace": lambda cp, ch, cat: ch.isspace(),
+        "combining": lambda cp, ch, cat: unicodedata.combining(ch) != 0,
+        "nonspacing_mark": lambda cp, ch, cat: cat == "Mn",
+        "digit": lambda cp, ch, cat: ch.isdigit(),
+        "bert_removed": lambda cp, ch, cat: (
+            cp in (0, 0xFFFD) or (cat.startswith("C") and cp not in (9, 10, 13))
+        ),
+        "bert_whitespace": lambda cp, ch, cat: cp in (32, 9, 10, 13) or cat == "Zs",
+        "bert_punctuation": lambda cp, ch, cat: is_punct(cp, cat),
+    }
+    members: dict[str, list[int]] = {name: [] for name in predicates}
+    for cp in range(sys.maxunicode + 1):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        ch = chr(cp)
+        cat = unicodedata.category(ch)
+        for name, predicate in predicates.items():
+            if predicate(cp, ch, cat):
+                members[name].append(cp)
+    classes = _text_ops._classes()
+    for name, cps in members.items():
+        # Parse the RE2 class body back into code points.
+        got: list[int] = []
+        for lo, hi in re.findall(r"\\x\{([0-9A-F]+)\}(?:-\\x\{([0-9A-F]+)\})?", classes[name]):
+            got.extend(range(int(lo, 16), int(hi or lo, 16) + 1))
+        assert got == cps, name
 
 
 # -- command line ---------------------------------------------------------------
