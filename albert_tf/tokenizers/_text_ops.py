@@ -35,6 +35,16 @@ def _char_class(ranges: Iterable[tuple[int, int]]) -> str:
     return "".join(parts)
 
 
+# ASCII non-alphanumerics that BERT splits off as punctuation, beside Unicode's P*.
+_BERT_ASCII_PUNCTUATION = ((33, 47), (58, 64), (91, 96), (123, 126))
+
+
+def _is_bert_punctuation(cp: int, category: str) -> bool:
+    """BERT's ``_is_punctuation`` for one character (its general ``category``)."""
+    ascii_punct = any(lo <= cp <= hi for lo, hi in _BERT_ASCII_PUNCTUATION)
+    return ascii_punct or category.startswith("P")
+
+
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """``(first, last)`` code points of each run of True in ``mask``."""
     edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
@@ -55,12 +65,9 @@ def _classes() -> dict[str, str]:
     chars = list(map(chr, range(_MAX_CODE_POINT + 1)))
     categories = np.array(list(map(unicodedata.category, chars)), dtype="<U2")
     major = categories.view("<U1")[::2]  # the category's first letter
-    ascii_punctuation = (
-        ((code_points >= 33) & (code_points <= 47))
-        | ((code_points >= 58) & (code_points <= 64))
-        | ((code_points >= 91) & (code_points <= 96))
-        | ((code_points >= 123) & (code_points <= 126))
-    )
+    ascii_punctuation = np.zeros(len(chars), bool)
+    for lo, hi in _BERT_ASCII_PUNCTUATION:
+        ascii_punctuation[lo : hi + 1] = True
     masks = {
         # what Python's str.split() / str.strip() treat as space
         "python_whitespace": np.fromiter(map(str.isspace, chars), bool, len(chars)),
