@@ -169,7 +169,6 @@ def tokenizer_speed(corpus: str, tokenizer: str) -> dict[str, Any]:
     """The tokenizer alone on the same sentences, in one thread."""
     code = f"""
 import json, time
-import tensorflow as tf
 from albert_tf.data import read_documents
 from albert_tf.tokenizers import load_tokenizer
 tok = load_tokenizer({tokenizer!r})
@@ -205,7 +204,6 @@ def paired_speed(corpus: str, tokenizer: str, work: str, rounds: int) -> dict[st
     each; medians. Alternating evens out what else the machine is doing."""
     code = f"""
 import json, shutil, statistics, time
-import tensorflow as tf
 from albert_tf.data import read_documents
 from albert_tf.data.shards import write_pretraining_data
 from albert_tf.tokenizers import load_tokenizer

@@ -23,7 +23,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 from albert_tf.analysis.plotting import new_figure, save_figure
 from albert_tf.checkpoints.saved_format import load
@@ -121,7 +120,7 @@ def encode_documents(
     body = max_seq_length - 2
     rows: list[list[int]] = []
     for document in documents:
-        pieces = tokenizer.tokenize(tf.constant(document)).flat_values.numpy().tolist()
+        pieces = tokenizer.tokenize_on_host(document)[0].tolist()
         for start in range(0, len(pieces), body):
             if len(rows) == max_sequences:
                 break
