@@ -179,6 +179,27 @@ def transcode_utf8(texts: tf.Tensor) -> tf.Tensor:
     )
 
 
+def _apply_lower_fixups(texts: tf.Tensor) -> tf.Tensor:
+    """Lowers the `_lower_fixups` letters. Only the strings holding one are
+    decoded to code points: one regex pass over the batch instead of one
+    pass per letter (those passes were a fifth of the tokenizer's time)."""
+    pairs = _lower_fixups()
+    upper = np.array([ord(u) for u, _ in pairs], np.int32)
+    lower = np.array([ord(lo) for _, lo in pairs], np.int32)
+    order = np.argsort(upper)
+    upper, lower = upper[order], lower[order]
+    shape = tf.shape(texts)
+    flat = tf.reshape(texts, [-1])
+    letters = _char_class((int(c), int(c)) for c in upper)
+    rows = tf.where(tf.strings.regex_full_match(flat, f"(?s).*[{letters}].*"))
+    code_points = tf.strings.unicode_decode(tf.gather_nd(flat, rows), "UTF-8")
+    values = code_points.flat_values
+    slot = tf.minimum(tf.searchsorted(upper, values), len(upper) - 1)
+    values = tf.where(tf.gather(upper, slot) == values, tf.gather(lower, slot), values)
+    fixed = tf.strings.unicode_encode(code_points.with_flat_values(values), "UTF-8")
+    return tf.reshape(tf.tensor_scatter_nd_update(flat, rows, fixed), shape)
+
+
 def lower_utf8(texts: tf.Tensor) -> tf.Tensor:
     """Lower-cases like Hugging Face's slow tokenizers do: one character at a
     time with Python's ``str.lower`` (so no final-sigma rule: Σ → σ always).
@@ -189,8 +210,7 @@ def lower_utf8(texts: tf.Tensor) -> tf.Tensor:
     texts = tf.convert_to_tensor(texts, tf.string)
     # Per-character lowering never produces the word-final ς.
     texts = tf.strings.regex_replace(texts, "Σ", "σ")
-    for upper, lower in _lower_fixups():
-        texts = tf.strings.regex_replace(texts, upper, lower)
+    texts = _apply_lower_fixups(texts)
     parts = tf.strings.split(texts, "\x00")
     lowered = tf.strings.lower(parts.flat_values, encoding="utf-8")
     # Re-insert the NULs as data: a NUL in an op attribute (reduce_join's

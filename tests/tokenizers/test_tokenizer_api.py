@@ -215,6 +215,14 @@ def test_lower_matches_python_per_character_on_every_code_point():
     assert lower_utf8(tf.constant(["ΟΔΟΣ A\x00B\x00"])).numpy()[0].decode() == "οδοσ a\x00b\x00"
 
 
+def test_lower_fixes_only_the_rows_that_need_it():
+    # Letters ICU does not lower sit in some rows only: the fixed rows are put
+    # back in place and the others pass through.
+    rows = ["Ꟁ Ab", "plain ABC", "", "\U00010570x\x00Ꟙ", "中文", "ⰯΣ"]
+    got = [v.decode() for v in lower_utf8(tf.constant(rows)).numpy()]
+    assert got == ["".join(ch.lower() for ch in text).replace("ς", "σ") for text in rows]
+
+
 def test_character_classes_equal_a_plain_loop_over_every_code_point():
     """The classes the graphs embed are built with vectorized calls; here the
     same definitions as a plain per-code-point loop, the way the reference
