@@ -36,8 +36,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import random
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 #: Sentence-level tasks: sentence-order prediction, next-sentence prediction,
 #: or none (single segments). The one definition; the trainer and the CLIs
@@ -71,20 +74,26 @@ def truncate_seq_pair(
     >>> truncate_seq_pair(a, b, 5, random.Random(0)); len(a), len(b)
     (3, 2)
     """
-    # The official loop deletes one token per draw; moving range ends instead
-    # makes the same draws and choices without shifting the lists each time.
-    a_start, a_end, b_start, b_end = 0, len(tokens_a), 0, len(tokens_b)
-    while (a_end - a_start) + (b_end - b_start) > max_num_tokens:
-        if a_end - a_start > b_end - b_start:
-            if rng.random() < 0.5:
-                a_start += 1
-            else:
-                a_end -= 1
-        elif rng.random() < 0.5:
-            b_start += 1
-        else:
-            b_end -= 1
-    del tokens_a[a_end:], tokens_a[:a_start], tokens_b[b_end:], tokens_b[:b_start]
+    # The official loop deletes one token per draw from the longer list (B on
+    # a tie). Which list each deletion hits follows from the lengths alone:
+    # the longer one until the two are level, then B and A in turn. So the
+    # same draws, in the same order, are taken at once and split between them.
+    la, lb = len(tokens_a), len(tokens_b)
+    excess = la + lb - max_num_tokens
+    if excess <= 0:
+        return
+    fronts = [rng.random() < 0.5 for _ in range(excess)]
+    if la > lb:
+        lead = min(excess, la - lb)
+        rest = fronts[lead:]
+        draws_a, draws_b = fronts[:lead] + rest[1::2], rest[0::2]
+    else:
+        lead = min(excess, lb - la + 1)
+        rest = fronts[lead:]
+        draws_a, draws_b = rest[0::2], fronts[:lead] + rest[1::2]
+    for tokens, draws in ((tokens_a, draws_a), (tokens_b, draws_b)):
+        front = sum(draws)
+        del tokens[len(tokens) - (len(draws) - front) :], tokens[:front]
 
 
 def pack_pair(
@@ -149,12 +158,12 @@ def create_examples_from_document(
         if i == len(document) - 1 or chunk_len >= target:
             label = 0
             if not pair:
-                tokens_a = [t for s in chunk for t in s]
+                tokens_a = list(itertools.chain.from_iterable(chunk))
                 tokens_b: list[int] = []
             else:
                 a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-                tokens_a = [t for s in chunk[:a_end] for t in s]
-                tokens_b = [t for s in chunk[a_end:] for t in s]
+                tokens_a = list(itertools.chain.from_iterable(chunk[:a_end]))
+                tokens_b = list(itertools.chain.from_iterable(chunk[a_end:]))
                 if sentence_task == "nsp" and (len(chunk) == 1 or rng.random() < 0.5):
                     label = 1
                     tokens_b = _random_segment(
@@ -252,22 +261,41 @@ def _random_segment(
     return out
 
 
+_FEATURES = ("token_ids", "segment_ids", "sentence_order_label", "word_continues")
+
+# One reusable Example per thread and feature set: replacing the values of its
+# repeated fields is 1.6x faster than building a new message per example.
+# Thread-local because Beam may run DoFns in threads.
+_prototypes = threading.local()
+
+
+def _prototype(segmented: bool) -> tuple[Any, list[Any]]:
+    cache = getattr(_prototypes, "cache", None)
+    if cache is None:
+        cache = _prototypes.cache = {}
+    if segmented not in cache:
+        # Imported on first use: TensorFlow is heavy.
+        from tensorflow.core.example import example_pb2
+
+        proto = example_pb2.Example()
+        feature = proto.features.feature
+        names = _FEATURES if segmented else _FEATURES[:3]
+        cache[segmented] = (proto, [feature[name].int64_list.value for name in names])
+    return cache[segmented]
+
+
 def serialize_example(example: PretrainingExample) -> bytes:
     """A `tf.train.Example` with int64 lists ``token_ids``, ``segment_ids``
     (unpadded), int64 ``sentence_order_label`` and, for segmented Chinese,
     ``word_continues``; the same example always gives the same bytes."""
-    from tensorflow.core.example import example_pb2
-
-    # Filling the proto's repeated fields in place is 2.5x faster than building
-    # tf.train.Feature/Int64List objects, and gives the same bytes.
-    example_proto = example_pb2.Example()
-    feature = example_proto.features.feature
-    feature["token_ids"].int64_list.value.extend(example.token_ids)
-    feature["segment_ids"].int64_list.value.extend(example.segment_ids)
-    feature["sentence_order_label"].int64_list.value.append(example.sentence_order_label)
-    if example.word_continues is not None:
-        feature["word_continues"].int64_list.value.extend(example.word_continues)
+    segmented = example.word_continues is not None
+    proto, fields = _prototype(segmented)
+    fields[0][:] = example.token_ids
+    fields[1][:] = example.segment_ids
+    fields[2][:] = (example.sentence_order_label,)
+    if segmented:
+        fields[3][:] = example.word_continues
     # Features is a protobuf map; without deterministic=True its entries are
     # serialized in an order that depends on the process's hash seed, and
     # shards would differ between runs (and between worker processes).
-    return example_proto.SerializeToString(deterministic=True)
+    return proto.SerializeToString(deterministic=True)

@@ -386,6 +386,9 @@ def test_truncate_seq_pair_makes_the_official_choices():
         b = list(range(1000, 1000 + cases.randrange(0, 150)))
         limit, seed = cases.randrange(0, 200), cases.randrange(10**9)
         want_a, want_b = list(a), list(b)
-        official(want_a, want_b, limit, random.Random(seed))
-        truncate_seq_pair(a, b, limit, random.Random(seed))
+        official_rng, rng = random.Random(seed), random.Random(seed)
+        official(want_a, want_b, limit, official_rng)
+        truncate_seq_pair(a, b, limit, rng)
         assert (a, b) == (want_a, want_b)
+        # As many draws as the official loop: the rest of the stream is the same.
+        assert rng.random() == official_rng.random()
