@@ -34,6 +34,7 @@ the shard record format.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 import itertools
@@ -82,7 +83,8 @@ def truncate_seq_pair(
     excess = la + lb - max_num_tokens
     if excess <= 0:
         return
-    fronts = [rng.random() < 0.5 for _ in range(excess)]
+    draw = rng.random
+    fronts = [draw() < 0.5 for _ in range(excess)]
     if la > lb:
         lead = min(excess, la - lb)
         rest = fronts[lead:]
@@ -149,46 +151,46 @@ def create_examples_from_document(
         target = rng.randint(2, max_num_tokens)
 
     examples: list[PretrainingExample] = []
-    chunk: list[Sequence[int]] = []
-    chunk_len = 0
-    i = 0
-    while i < len(document):
-        chunk.append(document[i])
-        chunk_len += len(document[i])
-        if i == len(document) - 1 or chunk_len >= target:
-            label = 0
-            if not pair:
-                tokens_a = list(itertools.chain.from_iterable(chunk))
-                tokens_b: list[int] = []
-            else:
-                a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-                tokens_a = list(itertools.chain.from_iterable(chunk[:a_end]))
-                tokens_b = list(itertools.chain.from_iterable(chunk[a_end:]))
-                if sentence_task == "nsp" and (len(chunk) == 1 or rng.random() < 0.5):
+    # The official loop adds one sentence at a time until the chunk reaches
+    # the target or the document ends; with running lengths the chunk's last
+    # sentence is found by bisection instead.
+    ends = list(itertools.accumulate(map(len, document)))
+    last = len(document) - 1
+    start = 0
+    while start <= last:
+        before = ends[start - 1] if start else 0
+        i = min(bisect.bisect_left(ends, before + target, start), last)
+        chunk = document[start : i + 1]
+        label = 0
+        if not pair:
+            tokens_a = list(itertools.chain.from_iterable(chunk))
+            tokens_b: list[int] = []
+        else:
+            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            tokens_a = list(itertools.chain.from_iterable(chunk[:a_end]))
+            tokens_b = list(itertools.chain.from_iterable(chunk[a_end:]))
+            if sentence_task == "nsp" and (len(chunk) == 1 or rng.random() < 0.5):
+                label = 1
+                tokens_b = _random_segment(documents, doc_index, target - len(tokens_a), rng, stats)
+                # Put back the sentences B did not use.
+                i -= len(chunk) - a_end
+            elif sentence_task == "sop":
+                if len(chunk) == 1:
+                    if len(tokens_a) < 2:
+                        stats["one_token_chunk"] += 1
+                        tokens_a = []
+                    else:
+                        cut = rng.randint(1, len(tokens_a) - 1)
+                        tokens_a, tokens_b = tokens_a[:cut], tokens_a[cut:]
+                        stats["single_sentence_chunk_split"] += 1
+                if rng.random() < 0.5:
+                    tokens_a, tokens_b = tokens_b, tokens_a
                     label = 1
-                    tokens_b = _random_segment(
-                        documents, doc_index, target - len(tokens_a), rng, stats
-                    )
-                    # Put back the sentences B did not use.
-                    i -= len(chunk) - a_end
-                elif sentence_task == "sop":
-                    if len(chunk) == 1:
-                        if len(tokens_a) < 2:
-                            stats["one_token_chunk"] += 1
-                            tokens_a = []
-                        else:
-                            cut = rng.randint(1, len(tokens_a) - 1)
-                            tokens_a, tokens_b = tokens_a[:cut], tokens_a[cut:]
-                            stats["single_sentence_chunk_split"] += 1
-                    if rng.random() < 0.5:
-                        tokens_a, tokens_b = tokens_b, tokens_a
-                        label = 1
-            if tokens_a and (tokens_b or not pair):
-                truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
-                ids, segs = pack_pair(tokens_a, tokens_b, cls_id, sep_id)
-                examples.append(PretrainingExample(ids, segs, label))
-            chunk, chunk_len = [], 0
-        i += 1
+        if tokens_a and (tokens_b or not pair):
+            truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+            ids, segs = pack_pair(tokens_a, tokens_b, cls_id, sep_id)
+            examples.append(PretrainingExample(ids, segs, label))
+        start = i + 1
     return examples
 
 

@@ -368,6 +368,90 @@ def test_serialized_bytes_equal_protobuf_for_every_varint_width():
         assert serialize_example(ex) == reference.SerializeToString(deterministic=True), ex
 
 
+def _one_sentence_at_a_time(documents, doc_index, *, max_seq_length, rng, sentence_task, stats):
+    """google-research's create_instances_from_document loop (a chunk grows one
+    sentence at a time), with this package's SOP rules for one-sentence chunks."""
+    document = documents[doc_index]
+    if sentence_task != "none" and len(document) < 2:
+        stats["one_sentence_document"] += 1
+        return []
+    max_num_tokens = max_seq_length - (2 if sentence_task == "none" else 3)
+    target = max_num_tokens
+    if rng.random() < 0.1:
+        target = rng.randint(2, max_num_tokens)
+    out, chunk, length, i = [], [], 0, 0
+    while i < len(document):
+        chunk.append(document[i])
+        length += len(document[i])
+        if i == len(document) - 1 or length >= target:
+            label, a_end = 0, 1
+            if sentence_task == "none":
+                a, b = [t for s in chunk for t in s], []
+            else:
+                if len(chunk) >= 2:
+                    a_end = rng.randint(1, len(chunk) - 1)
+                a = [t for s in chunk[:a_end] for t in s]
+                b = [t for s in chunk[a_end:] for t in s]
+                if sentence_task == "nsp" and (len(chunk) == 1 or rng.random() < 0.5):
+                    label = 1
+                    j = rng.randrange(len(documents) - 1)
+                    other = documents[j + 1 if j >= doc_index else j]
+                    b = []
+                    for sentence in other[rng.randrange(len(other)) :]:
+                        b.extend(sentence)
+                        if len(b) >= target - len(a):
+                            break
+                    i -= len(chunk) - a_end
+                elif sentence_task == "sop":
+                    if len(chunk) == 1:
+                        if len(a) < 2:
+                            stats["one_token_chunk"] += 1
+                            a = []
+                        else:
+                            cut = rng.randint(1, len(a) - 1)
+                            a, b = a[:cut], a[cut:]
+                            stats["single_sentence_chunk_split"] += 1
+                    if rng.random() < 0.5:
+                        a, b, label = b, a, 1
+            if a and (b or sentence_task == "none"):
+                truncate_seq_pair(a, b, max_num_tokens, rng)
+                ids = [CLS, *a, SEP] + ([*b, SEP] if b else [])
+                out.append((ids, label))
+            chunk, length = [], 0
+        i += 1
+    return out
+
+
+@pytest.mark.parametrize("task", ["sop", "nsp", "none"])
+def test_chunks_are_those_of_the_one_sentence_at_a_time_loop(task):
+    """Chunk ends found by bisection give the examples, counts and random
+    stream of the loop that adds one sentence at a time."""
+    cases = random.Random(11)
+    for _ in range(40):
+        docs = make_documents(cases.randint(2, 12), cases, max_sentence=cases.choice([3, 12, 60]))
+        docs[0] = docs[0][:1]  # a one-sentence document
+        seed, length = cases.randrange(10**9), cases.choice([8, 16, 64, 128])
+        for d in range(len(docs)):
+            want_stats, got_stats = collections.Counter(), collections.Counter()
+            want_rng, rng = random.Random(seed + d), random.Random(seed + d)
+            want = _one_sentence_at_a_time(
+                docs, d, max_seq_length=length, rng=want_rng, sentence_task=task, stats=want_stats
+            )
+            got = create_examples_from_document(
+                docs,
+                d,
+                max_seq_length=length,
+                cls_id=CLS,
+                sep_id=SEP,
+                rng=rng,
+                sentence_task=task,
+                stats=got_stats,
+            )
+            assert [(e.token_ids, e.sentence_order_label) for e in got] == want
+            assert got_stats == want_stats
+            assert rng.random() == want_rng.random()
+
+
 def test_truncate_seq_pair_makes_the_official_choices():
     """The same tokens survive as with google-research's loop, which deletes
     one token per random draw from the longer list's front or back."""
