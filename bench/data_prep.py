@@ -14,10 +14,11 @@ JSON Lines) and the Chinese ones (People's Daily 1998, LibreOffice help:
 * at 1×, the same preparation through **Apache Beam's DirectRunner**
   (when ``pip install -e ".[beam]"`` is installed), checked to write the
   local path's shards byte for byte;
-* at ``--paired_scale`` (4×), the **throughput ratios** that count: the tokenizer alone, the
-  local preparation and the Beam DirectRunner alternated ``--rounds`` times
+* at 1× and ``--paired_scale`` (4×), the **throughput ratios** that count: the tokenizer
+  alone, the local preparation and the Beam DirectRunner alternated ``--rounds`` times
   in one process (medians), so that the machine's other load weighs on all
-  three alike;
+  three alike; at 4× and **marginal** (from the differences 4× − 1×, which
+  cancel each call's fixed costs: the rate on a corpus-sized input);
 * the **input pipeline through tf.data service** (a dispatcher and one
   worker on loopback, in a worker process) against the in-process pipeline,
   in batches per second, over the 1× English shards.
@@ -197,11 +198,18 @@ print({RESULT_PREFIX!r} + json.dumps({{"text_mb": nbytes / 1e6, "wall_s": wall,
     }
 
 
-def paired_speed(corpus: str, tokenizer: str, work: str, rounds: int) -> dict[str, Any]:
+def paired_speed(corpora: dict[int, str], tokenizer: str, work: str, rounds: int) -> dict[str, Any]:
     """Throughput ratios measured in one process, alternating: the tokenizer
     alone on the corpus's sentences (in memory, batches of 2,048), the local
     preparation, and (when installed) the Beam DirectRunner, ``rounds`` times
-    each; medians. Alternating evens out what else the machine is doing."""
+    each on each corpus of ``corpora`` (repeats → file); medians. Alternating
+    evens out what else the machine is doing.
+
+    Each call pays fixed costs whatever the input (tracing the tokenizer,
+    planning, writing metadata; Beam's pipeline set-up), so beside the ratios
+    at the largest corpus the result gives the **marginal** ones, from the
+    differences between the largest and the smallest corpus: the rates at
+    which a corpus-sized input is processed."""
     code = f"""
 import json, shutil, statistics, time
 from albert_tf.data import read_documents
@@ -212,38 +220,60 @@ try:
 except ImportError:
     run_beam_pipeline = None
 tok = load_tokenizer({tokenizer!r})
-sentences = [s for d in read_documents({corpus!r}) for s in d]
-tok.tokenize_on_host(sentences[:8])
-common = dict(output_dir={work!r} + "/paired", inputs=[{corpus!r}], max_seq_length=128,
-              dupe_factor=1, num_shards=4, log=None)
-times = {{"tokenizer": [], "local": [], "beam": []}}
+corpora = {corpora!r}
+sentences = {{k: [s for d in read_documents(p) for s in d] for k, p in corpora.items()}}
+tok.tokenize_on_host(sentences[min(corpora)][:8])
+times = {{k: {{"tokenizer": [], "local": [], "beam": []}} for k in corpora}}
 for _ in range({rounds}):
-    start = time.perf_counter()
-    for i in range(0, len(sentences), 2048):
-        tok.tokenize_on_host(sentences[i:i + 2048])
-    times["tokenizer"].append(time.perf_counter() - start)
-    start = time.perf_counter()
-    write_pretraining_data(tokenizer={tokenizer!r}, show_progress=False, **common)
-    times["local"].append(time.perf_counter() - start)
-    shutil.rmtree(common["output_dir"])
-    if run_beam_pipeline is not None:
+    for scale, corpus in corpora.items():
+        common = dict(output_dir={work!r} + "/paired", inputs=[corpus], max_seq_length=128,
+                      dupe_factor=1, num_shards=4, log=None)
         start = time.perf_counter()
-        run_beam_pipeline(tokenizer_dir={tokenizer!r}, **common)
-        times["beam"].append(time.perf_counter() - start)
+        batch = sentences[scale]
+        for i in range(0, len(batch), 2048):
+            tok.tokenize_on_host(batch[i:i + 2048])
+        times[scale]["tokenizer"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        write_pretraining_data(tokenizer={tokenizer!r}, show_progress=False, **common)
+        times[scale]["local"].append(time.perf_counter() - start)
         shutil.rmtree(common["output_dir"])
+        if run_beam_pipeline is not None:
+            start = time.perf_counter()
+            run_beam_pipeline(tokenizer_dir={tokenizer!r}, **common)
+            times[scale]["beam"].append(time.perf_counter() - start)
+            shutil.rmtree(common["output_dir"])
 print({RESULT_PREFIX!r} + json.dumps(times))
 """
     times, stderr, _ = run_python(["-c", code])
     if not times:
         return {"error": stderr[-3000:]}
-    mb = os.path.getsize(corpus) / 1e6
-    result: dict[str, Any] = {"input_mb": round(mb, 1), "rounds": rounds, "seconds": times}
-    medians = {k: statistics.median(v) for k, v in times.items() if v}
-    for name, seconds in medians.items():
-        result[f"{name}_mb_per_s"] = round(mb / seconds, 3)
-    for name in ("local", "beam"):
-        if name in medians:
-            result[f"{name}_vs_tokenizer"] = round(medians["tokenizer"] / medians[name], 3)
+    per_scale: dict[str, Any] = {}
+    medians: dict[str, dict[str, float]] = {}
+    sizes: dict[str, float] = {}
+    for scale, path in corpora.items():
+        key = str(scale)
+        sizes[key] = os.path.getsize(path) / 1e6
+        medians[key] = {k: statistics.median(v) for k, v in times[key].items() if v}
+        r: dict[str, Any] = {"input_mb": round(sizes[key], 1), "seconds": times[key]}
+        for name, seconds in medians[key].items():
+            r[f"{name}_mb_per_s"] = round(sizes[key] / seconds, 3)
+        for name in ("local", "beam"):
+            if name in medians[key]:
+                r[f"{name}_vs_tokenizer"] = round(medians[key]["tokenizer"] / medians[key][name], 3)
+        per_scale[f"x{scale}"] = r
+    small, large = str(min(corpora)), str(max(corpora))
+    result: dict[str, Any] = {"rounds": rounds, **per_scale[f"x{large}"], "scale": int(large)}
+    result["at_scale"] = per_scale
+    if small != large:
+        mb = sizes[large] - sizes[small]
+        seconds = {k: medians[large][k] - medians[small][k] for k in medians[large]}
+        marginal: dict[str, Any] = {"from": f"x{small}", "to": f"x{large}"}
+        for name, dt in seconds.items():
+            marginal[f"{name}_mb_per_s"] = round(mb / dt, 3)
+        for name in ("local", "beam"):
+            if name in seconds:
+                marginal[f"{name}_vs_tokenizer"] = round(seconds["tokenizer"] / seconds[name], 3)
+        result["marginal"] = marginal
     return result
 
 
@@ -336,12 +366,18 @@ def table(report: dict[str, Any]) -> str:
     ]
     for lang, runs in report["results"].items():
         p = runs.get("paired", {})
-        if "tokenizer_mb_per_s" in p:
+        rows = [(f"x{p.get('scale', 1)}", p)]
+        if "marginal" in p:
+            m = p["marginal"]
+            rows.append((f"marginal, {m['from']} → {m['to']}", m))
+        for label, r in rows:
+            if "tokenizer_mb_per_s" not in r:
+                continue
             lines.append(
-                f"| {lang} x{p.get('scale', 1)} | {p['tokenizer_mb_per_s']:.3f} | "
-                f"{p['local_mb_per_s']:.3f} | "
-                f"{p['local_vs_tokenizer']:.2f} | {fmt(p.get('beam_mb_per_s'), '.3f')} | "
-                f"{fmt(p.get('beam_vs_tokenizer'), '.2f')} |"
+                f"| {lang} {label} | {r['tokenizer_mb_per_s']:.3f} | "
+                f"{r['local_mb_per_s']:.3f} | "
+                f"{r['local_vs_tokenizer']:.2f} | {fmt(r.get('beam_mb_per_s'), '.3f')} | "
+                f"{fmt(r.get('beam_vs_tokenizer'), '.2f')} |"
             )
     pipe = report.get("input_pipeline", {})
     if "in_process_batches_per_s" in pipe:
@@ -410,11 +446,10 @@ def main() -> None:
                 runs["beam"] = beam
                 print(f"[{lang} beam] {json.dumps(beam)}", flush=True)
             if "paired" in parts:
-                corpus = repeat(base, args.paired_scale)
-                runs["paired"] = paired_speed(corpus, tokenizer, work, args.rounds)
-                runs["paired"]["scale"] = args.paired_scale
-                if corpus != base:
-                    os.remove(corpus)
+                corpora = {1: base, args.paired_scale: repeat(base, args.paired_scale)}
+                runs["paired"] = paired_speed(corpora, tokenizer, work, args.rounds)
+                if corpora[args.paired_scale] != base:
+                    os.remove(corpora[args.paired_scale])
                 print(f"[{lang} paired] {json.dumps(runs['paired'])}", flush=True)
             if lang == "en" and "pipeline" in parts:
                 report["input_pipeline"] = input_pipeline_speed(
