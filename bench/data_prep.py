@@ -27,7 +27,7 @@ The tokenizers (8,000 pieces: SentencePiece for English, WordPiece for
 Chinese) are trained once on the 1× text, outside the timings. Writes
 ``bench/results/data_prep.json`` and prints a markdown table::
 
-    python bench/data_prep.py                      # ~17 min on 2 cores
+    python bench/data_prep.py                      # ~21 min on 2 cores
     python bench/data_prep.py --scales=1,4 --languages=en
     python bench/data_prep.py --smoke              # the in-repo samples, plumbing only
 """
