@@ -37,11 +37,12 @@ from __future__ import annotations
 import bisect
 import collections
 import dataclasses
-import itertools
 import random
 import threading
 from collections.abc import Sequence
 from typing import Any
+
+from albert_tf.data.packed_document import PackedDocument
 
 #: Sentence-level tasks: sentence-order prediction, next-sentence prediction,
 #: or none (single segments). The one definition; the trainer and the CLIs
@@ -127,7 +128,8 @@ def create_examples_from_document(
     short_seq_prob: float = 0.1,
     stats: collections.Counter | None = None,
 ) -> list[PretrainingExample]:
-    """Examples from ``documents[doc_index]`` (a list of sentences of ids).
+    """Examples from ``documents[doc_index]`` (a list of sentences of ids, or
+    a `PackedDocument`, which is faster: segments are then single slices).
 
     ``documents`` is the whole pool, which NSP draws random B segments from.
 
@@ -140,7 +142,7 @@ def create_examples_from_document(
     if sentence_task not in SENTENCE_TASKS:
         raise ValueError(f"sentence_task must be one of {SENTENCE_TASKS}")
     stats = stats if stats is not None else collections.Counter()
-    document = documents[doc_index]
+    document = _packed(documents[doc_index])
     pair = sentence_task != "none"
     if pair and len(document) < 2:
         stats["one_sentence_document"] += 1
@@ -152,30 +154,30 @@ def create_examples_from_document(
 
     examples: list[PretrainingExample] = []
     # The official loop adds one sentence at a time until the chunk reaches
-    # the target or the document ends; with running lengths the chunk's last
-    # sentence is found by bisection instead.
-    ends = list(itertools.accumulate(map(len, document)))
-    last = len(document) - 1
+    # the target or the document ends; over the running sentence ends, the
+    # chunk's last sentence is found by bisection and segments are slices.
+    ends = document.ends
+    last = len(ends) - 1
     start = 0
     while start <= last:
-        before = ends[start - 1] if start else 0
+        before = document.start(start)
         i = min(bisect.bisect_left(ends, before + target, start), last)
-        chunk = document[start : i + 1]
+        sentences = i - start + 1
         label = 0
         if not pair:
-            tokens_a = list(itertools.chain.from_iterable(chunk))
+            tokens_a = document.span(start, i + 1)
             tokens_b: list[int] = []
         else:
-            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-            tokens_a = list(itertools.chain.from_iterable(chunk[:a_end]))
-            tokens_b = list(itertools.chain.from_iterable(chunk[a_end:]))
-            if sentence_task == "nsp" and (len(chunk) == 1 or rng.random() < 0.5):
+            a_end = rng.randint(1, sentences - 1) if sentences >= 2 else 1
+            tokens_a = document.span(start, start + a_end)
+            tokens_b = document.span(start + a_end, i + 1)
+            if sentence_task == "nsp" and (sentences == 1 or rng.random() < 0.5):
                 label = 1
                 tokens_b = _random_segment(documents, doc_index, target - len(tokens_a), rng, stats)
                 # Put back the sentences B did not use.
-                i -= len(chunk) - a_end
+                i -= sentences - a_end
             elif sentence_task == "sop":
-                if len(chunk) == 1:
+                if sentences == 1:
                     if len(tokens_a) < 2:
                         stats["one_token_chunk"] += 1
                         tokens_a = []
@@ -255,12 +257,17 @@ def _random_segment(
         j = rng.randrange(len(documents) - 1)
         other = documents[j + 1 if j >= doc_index else j]
     start = rng.randrange(len(other))
-    out: list[int] = []
-    for sentence in other[start:]:
-        out.extend(sentence)
-        if len(out) >= target_len:
-            break
-    return out
+    # Sentences from ``start`` on, until target_len ids are reached (at least one).
+    packed = _packed(other)
+    before = packed.start(start)
+    stop = min(bisect.bisect_left(packed.ends, before + target_len, start), len(packed) - 1)
+    return packed.span(start, stop + 1)
+
+
+def _packed(document: Sequence[Sequence[int]]) -> PackedDocument:
+    if isinstance(document, PackedDocument):
+        return document
+    return PackedDocument.from_sentences(document)
 
 
 _FEATURES = ("token_ids", "segment_ids", "sentence_order_label", "word_continues")

@@ -43,6 +43,7 @@ from albert_tf.data.examples import (
     serialize_example,
 )
 from albert_tf.data.inputs import resolve_inputs
+from albert_tf.data.packed_document import PackedDocument
 from albert_tf.data.tasks import (
     POOL_BYTES,
     TASK_BYTES,
@@ -220,7 +221,7 @@ class ShardWriter:
         self,
         task: InputTask,
         positions: list[int],
-        documents: list[list[list[int]]],
+        documents: list[PackedDocument],
         dupe_pass: int,
         notes: collections.Counter,
     ) -> Iterator[PretrainingExample]:
@@ -276,11 +277,11 @@ class ShardWriter:
 
     def _tokenize_pool(
         self, pool: list[LocatedDocument], stats: ReadStats
-    ) -> tuple[list[int], list[list[list[int]]]]:
-        """Positions and sentence ids of a pool's documents (those left
+    ) -> tuple[list[int], list[PackedDocument]]:
+        """Positions and tokenized sentences of a pool's documents (those left
         non-empty by tokenization), tokenized in bounded batches."""
         positions: list[int] = []
-        documents: list[list[list[int]]] = []
+        documents: list[PackedDocument] = []
         batch: list[LocatedDocument] = []
         count = 0
         for item in pool:
@@ -298,35 +299,36 @@ class ShardWriter:
         batch: list[LocatedDocument],
         stats: ReadStats,
         positions: list[int],
-        documents: list[list[list[int]]],
+        documents: list[PackedDocument],
     ) -> None:
-        ids = self._sentence_ids([s for _, d in batch for s in d])
+        flat, splits = self._sentence_ids([s for _, d in batch for s in d])
         k = 0
         for position, d in batch:
-            doc = []
-            for _ in d:
-                if ids[k]:
-                    doc.append(ids[k])
-                else:
-                    stats.skip("empty_after_tokenization")
-                k += 1
-            if doc:
+            base, stop = splits[k], splits[k + len(d)]
+            # A sentence tokenized to nothing is dropped: it ends where the last one did.
+            ends = [
+                b - base
+                for a, b in zip(splits[k : k + len(d)], splits[k + 1 : k + len(d) + 1], strict=True)
+                if b > a
+            ]
+            k += len(d)
+            if len(ends) < len(d):
+                stats.skip("empty_after_tokenization", len(d) - len(ends))
+            if ends:
                 positions.append(position)
-                documents.append(doc)
+                documents.append(PackedDocument(flat[base:stop], ends))
             else:
                 stats.skip("empty_document")
         if self.progress is not None:
             self.progress(len(batch))
 
-    def _sentence_ids(self, sentences: list[str]) -> list[list[int]]:
-        """Piece ids per sentence; with a segmenter, word continuation rides
+    def _sentence_ids(self, sentences: list[str]) -> tuple[list[int], list[int]]:
+        """Piece ids of all ``sentences`` end to end, and the row splits that
+        cut them into sentences; with a segmenter, word continuation rides
         along in `_CONTINUES_BIT`."""
         flat_ids, row_splits = self.tokenizer.tokenize_on_host(sentences)
-        # RaggedTensor.to_list() builds rows in Python one by one; slicing one
-        # flat list at the row splits is several times faster.
         flat = flat_ids.tolist()
         splits = row_splits.tolist()
-        ids = [flat[a:b] for a, b in zip(splits[:-1], splits[1:], strict=True)]
         if self.segment is not None:
             import tensorflow as tf
 
@@ -334,8 +336,9 @@ class ShardWriter:
             pieces = self.tokenizer.id_to_token(ragged).to_list()
             for j, sentence in enumerate(sentences):
                 flags = word_continuation([p.decode() for p in pieces[j]], self.segment(sentence))
-                ids[j] = [t + _CONTINUES_BIT * f for t, f in zip(ids[j], flags, strict=True)]
-        return ids
+                a, b = splits[j], splits[j + 1]
+                flat[a:b] = [t + _CONTINUES_BIT * f for t, f in zip(flat[a:b], flags, strict=True)]
+        return flat, splits
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ from albert_tf.data.examples import (
     serialize_example,
     truncate_seq_pair,
 )
+from albert_tf.data.packed_document import PackedDocument
 from albert_tf.data.shards import write_pretraining_data
 
 CLS, SEP = 2, 3
@@ -422,14 +423,17 @@ def _one_sentence_at_a_time(documents, doc_index, *, max_seq_length, rng, senten
     return out
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["lists", "packed"])
 @pytest.mark.parametrize("task", ["sop", "nsp", "none"])
-def test_chunks_are_those_of_the_one_sentence_at_a_time_loop(task):
-    """Chunk ends found by bisection give the examples, counts and random
-    stream of the loop that adds one sentence at a time."""
+def test_chunks_are_those_of_the_one_sentence_at_a_time_loop(task, packed):
+    """Chunks found by bisection over running sentence ends, as slices of
+    packed documents or from lists of sentences, give the examples, counts
+    and random stream of the loop that adds one sentence at a time."""
     cases = random.Random(11)
     for _ in range(40):
         docs = make_documents(cases.randint(2, 12), cases, max_sentence=cases.choice([3, 12, 60]))
         docs[0] = docs[0][:1]  # a one-sentence document
+        pool = [PackedDocument.from_sentences(doc) for doc in docs] if packed else docs
         seed, length = cases.randrange(10**9), cases.choice([8, 16, 64, 128])
         for d in range(len(docs)):
             want_stats, got_stats = collections.Counter(), collections.Counter()
@@ -438,7 +442,7 @@ def test_chunks_are_those_of_the_one_sentence_at_a_time_loop(task):
                 docs, d, max_seq_length=length, rng=want_rng, sentence_task=task, stats=want_stats
             )
             got = create_examples_from_document(
-                docs,
+                pool,
                 d,
                 max_seq_length=length,
                 cls_id=CLS,
@@ -450,6 +454,20 @@ def test_chunks_are_those_of_the_one_sentence_at_a_time_loop(task):
             assert [(e.token_ids, e.sentence_order_label) for e in got] == want
             assert got_stats == want_stats
             assert rng.random() == want_rng.random()
+
+
+def test_packed_document_is_a_sequence_of_its_sentences():
+    sentences = [[5, 6, 7], [8], [9, 10]]
+    doc = PackedDocument.from_sentences(sentences)
+    assert list(doc) == sentences and len(doc) == 3
+    assert doc[-2] == [8] and doc[1:] == sentences[1:] and doc[::-1] == sentences[::-1]
+    assert [doc.span(a, b) for a, b in [(0, 3), (1, 3), (2, 2)]] == [
+        [5, 6, 7, 8, 9, 10],
+        [8, 9, 10],
+        [],
+    ]
+    with pytest.raises(IndexError):
+        doc[3]
 
 
 def test_truncate_seq_pair_makes_the_official_choices():
