@@ -206,8 +206,13 @@ def lower_utf8(texts: tf.Tensor) -> tf.Tensor:
 
     ``tf.strings.lower`` stops at a NUL byte, so the text is split on NUL,
     lowered piecewise and re-joined.
+
+    Args:
+      texts: tf.string [batch] (the re-joining works on one batch dimension).
     """
     texts = tf.convert_to_tensor(texts, tf.string)
+    if texts.shape.rank is not None and texts.shape.rank != 1:
+        raise ValueError(f"lower_utf8 takes a 1-D batch of strings, got shape {texts.shape}")
     # Per-character lowering never produces the word-final ς.
     texts = tf.strings.regex_replace(texts, "Σ", "σ")
     texts = _apply_lower_fixups(texts)

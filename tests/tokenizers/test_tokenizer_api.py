@@ -221,6 +221,8 @@ def test_lower_fixes_only_the_rows_that_need_it():
     rows = ["Ꟁ Ab", "plain ABC", "", "\U00010570x\x00Ꟙ", "中文", "ⰯΣ"]
     got = [v.decode() for v in lower_utf8(tf.constant(rows)).numpy()]
     assert got == ["".join(ch.lower() for ch in text).replace("ς", "σ") for text in rows]
+    with pytest.raises(ValueError, match="1-D batch"):
+        lower_utf8(tf.constant([rows[:2]]))
 
 
 def test_character_classes_equal_a_plain_loop_over_every_code_point():
