@@ -1,7 +1,8 @@
 """Corpora, pretraining examples and the dynamic-masking input pipeline.
 
 In the order data flows: `inputs` names files, `corpus` reads them into
-documents, `examples` builds sentence pairs, `shards` writes them to TFRecords,
+documents, `examples` builds sentence pairs (from tokenized documents packed as
+`packed_document`), `shards` writes them to TFRecords,
 `masking` and `pipeline` turn shards into masked training batches.
 
 >>> from albert_tf.data import read_documents, sample_path
