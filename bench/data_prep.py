@@ -254,27 +254,32 @@ print({RESULT_PREFIX!r} + json.dumps(times))
         key = str(scale)
         sizes[key] = os.path.getsize(path) / 1e6
         medians[key] = {k: statistics.median(v) for k, v in times[key].items() if v}
-        r: dict[str, Any] = {"input_mb": round(sizes[key], 1), "seconds": times[key]}
-        for name, seconds in medians[key].items():
-            r[f"{name}_mb_per_s"] = round(sizes[key] / seconds, 3)
-        for name in ("local", "beam"):
-            if name in medians[key]:
-                r[f"{name}_vs_tokenizer"] = round(medians[key]["tokenizer"] / medians[key][name], 3)
-        per_scale[f"x{scale}"] = r
+        per_scale[f"x{scale}"] = {
+            "input_mb": round(sizes[key], 1),
+            "seconds": times[key],
+            **_rates(sizes[key], medians[key]),
+        }
     small, large = str(min(corpora)), str(max(corpora))
     result: dict[str, Any] = {"rounds": rounds, **per_scale[f"x{large}"], "scale": int(large)}
     result["at_scale"] = per_scale
     if small != large:
-        mb = sizes[large] - sizes[small]
         seconds = {k: medians[large][k] - medians[small][k] for k in medians[large]}
-        marginal: dict[str, Any] = {"from": f"x{small}", "to": f"x{large}"}
-        for name, dt in seconds.items():
-            marginal[f"{name}_mb_per_s"] = round(mb / dt, 3)
-        for name in ("local", "beam"):
-            if name in seconds:
-                marginal[f"{name}_vs_tokenizer"] = round(seconds["tokenizer"] / seconds[name], 3)
-        result["marginal"] = marginal
+        result["marginal"] = {
+            "from": f"x{small}",
+            "to": f"x{large}",
+            **_rates(sizes[large] - sizes[small], seconds),
+        }
     return result
+
+
+def _rates(mb: float, seconds: dict[str, float]) -> dict[str, float]:
+    """MB/s of each measured path over ``mb`` of input, and the local and Beam
+    paths' throughput as a fraction of the tokenizer's."""
+    rates = {f"{name}_mb_per_s": round(mb / s, 3) for name, s in seconds.items()}
+    for name in ("local", "beam"):
+        if name in seconds:
+            rates[f"{name}_vs_tokenizer"] = round(seconds["tokenizer"] / seconds[name], 3)
+    return rates
 
 
 def beam_prepare(corpus: str, tokenizer: str, out: str) -> dict[str, Any]:
