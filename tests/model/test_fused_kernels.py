@@ -14,10 +14,14 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from numerics import assert_normwise_close, float32_budget
 
 from albert_tf import kernels
 from albert_tf.activations import gelu_new
 from albert_tf.layers.layer_norm import AlbertLayerNormalization
+
+# A float32 LayerNorm: the mean, the variance and the scaling, over at most 24 values.
+LAYER_NORM_BUDGET = float32_budget(depth=3, width=24)
 
 
 def _bf16_ulp(reference: np.ndarray) -> np.ndarray:
@@ -121,7 +125,8 @@ def test_layer_norm_honours_epsilon():
     ones, zeros = tf.ones([16]), tf.zeros([16])
     for epsilon in (1e-12, 1.0):
         got = kernels.layer_norm(x, ones, zeros, epsilon).numpy()
-        np.testing.assert_allclose(got, _layer_norm64(x, ones, zeros, epsilon), atol=1e-5)
+        want = _layer_norm64(x, ones, zeros, epsilon).numpy()
+        assert_normwise_close(got, want, rtol=LAYER_NORM_BUDGET, what=f"epsilon {epsilon}")
 
 
 def test_layers_switch_to_the_kernels_only_inside_fused():
@@ -140,7 +145,7 @@ def test_layers_switch_to_the_kernels_only_inside_fused():
         assert "AlbertLayerNorm" in op_types(layer)
         assert "AlbertGeluTanh" in op_types(gelu_new)
         fused_y = layer(x)
-    np.testing.assert_allclose(fused_y, layer(x), atol=1e-5)
+    assert_normwise_close(fused_y, layer(x), rtol=LAYER_NORM_BUDGET)
     assert keras.layers.deserialize(keras.layers.serialize(layer)).epsilon == 1e-12
 
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 
 import pytest
+from mc_helpers import VOCAB, tiny_mc_config
+from numerics import albert_budget
 
 # The limits as docs/serving.md states them, written out here rather than imported:
 # changing one in the code without the docs (and this test) is a mistake.
@@ -143,6 +145,7 @@ for lang, path in request["models"].items():
         thread.join()
     threaded_seconds = time.perf_counter() - start
     diffs = {"probabilities": 0.0, "logits": 0.0}
+    logit_magnitude = 0.0
     same_predictions = shapes_match = True
     for a, b in zip(alone, answers):
         if a is None or b is None:
@@ -151,6 +154,8 @@ for lang, path in request["models"].items():
             shapes_match &= a[k].shape == b[k].shape
             if a[k].shape == b[k].shape and a[k].size:
                 diffs[k] = max(diffs[k], float(np.abs(a[k] - b[k]).max()))
+        if a["logits"].size:
+            logit_magnitude = max(logit_magnitude, float(np.abs(a["logits"]).max()))
         same_predictions &= a["prediction"].tolist() == b["prediction"].tolist()
     got["concurrency"] = {
         "requests": len(requests),
@@ -160,6 +165,7 @@ for lang, path in request["models"].items():
         "answered": sum(a is not None and b is not None for a, b in zip(alone, answers)),
         "errors": errors[:5],
         "max_diff": diffs,
+        "logit_magnitude": logit_magnitude,
         "same_predictions": same_predictions,
         "shapes_match": shapes_match,
         "single_seconds": single_seconds,
@@ -259,5 +265,11 @@ def test_eight_threads_get_the_single_threaded_answers(hostile, lang):
     assert report["answered"] == report["requests"] == 400
     assert report["empty_batches"] > 0 and report["chinese"] > 0  # the mix was mixed
     assert report["shapes_match"] and report["same_predictions"]
-    assert report["max_diff"]["probabilities"] <= 1e-6, report["max_diff"]
-    assert report["max_diff"]["logits"] <= 1e-5, report["max_diff"]
+    # The same graph on the same inputs, but 8 requests share the intra-op threads,
+    # which may split a reduction differently: float32 rounding of the model's
+    # depth, at most. Softmax moves no probability by more than half the largest
+    # logit change.
+    rtol = albert_budget(tiny_mc_config(VOCAB[lang]), 96)
+    allowed = rtol * report["logit_magnitude"]
+    assert report["max_diff"]["logits"] <= allowed, (report["max_diff"], allowed)
+    assert report["max_diff"]["probabilities"] <= allowed / 2, (report["max_diff"], allowed)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from numerics import albert_budget
 
 import albert_tf
 from albert_tf.data.multiple_choice import pack_multiple_choice
@@ -147,11 +148,15 @@ def test_probabilities_equal_keras_and_int8_mostly_agrees(exported, mc_models, l
     for item, inputs in zip(
         items, _reference(mc_models[lang]["model"], items, "start"), strict=True
     ):
-        want = tf.nn.softmax(model(inputs, training=False)).numpy()[0]
+        logits = model(inputs, training=False).numpy()[0]
         got = exported[lang, "start", "float32"].predict(
             item["context"], item["question"], item["options"]
         )
-        np.testing.assert_allclose(got, want, atol=1e-4)
+        # Another runtime (LiteRT's kernels) on the same float32 weights: the
+        # model's rounding budget on its logits; softmax moves no probability by
+        # more than half the largest logit change.
+        atol = albert_budget(model.config, SEQ) * np.abs(logits).max() / 2
+        np.testing.assert_allclose(got, tf.nn.softmax(logits).numpy(), rtol=0, atol=atol)
         if lang == "en":
             int8 = exported[lang, "start", "int8"].predict(
                 item["context"], item["question"], item["options"]
