@@ -8,6 +8,30 @@ other's layer.
 
 from __future__ import annotations
 
+#: The CPU features with which TensorFlow's oneDNN kernels take each lower
+#: precision (``IsDataTypeSupportedByOneDNNOnThisCPU`` in tensorflow/core/util/util.cc).
+#: Without them a bfloat16 matmul falls back to Eigen (correct, slow), and the
+#: quantized int8 matmul returns an *empty* tensor: int8 does not run at all, as
+#: on AVX2-only CPUs (AMD Zen 1-3, Intel before Skylake-SP).
+ONEDNN_DTYPE_FLAGS = {
+    "bfloat16": ("avx512f", "avx_ne_convert"),
+    "int8": ("avx512f", "avx_vnni_int8"),
+}
+#: The flags that decide a precision's speed or whether it runs, which benchmarks
+#: and exports record beside their numbers.
+PRECISION_CPU_FLAGS = (
+    "avx2",
+    "avx512f",
+    "avx512_bf16",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx_vnni_int8",
+    "avx_ne_convert",
+    "amx_bf16",
+    "amx_int8",
+    "amx_tile",
+)
+
 
 def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
     """The CPU feature flags Linux reports; empty where it reports none."""
@@ -19,3 +43,15 @@ def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
     except OSError:
         pass
     return set()
+
+
+def onednn_runs(precision: str, flags: set[str] | None = None) -> bool:
+    """Whether TensorFlow's oneDNN kernels take ``precision`` ("bfloat16", "int8") here.
+
+    >>> onednn_runs("int8", flags={"avx2", "fma"})
+    False
+    >>> onednn_runs("int8", flags={"avx2", "avx512f", "avx512_vnni"})
+    True
+    """
+    flags = cpu_flags() if flags is None else flags
+    return bool(flags & set(ONEDNN_DTYPE_FLAGS[precision]))

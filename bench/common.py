@@ -163,10 +163,14 @@ def machine_info() -> dict[str, Any]:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
-    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+    # The flags that decide each precision's speed, and whether TensorFlow's int8
+    # kernels run at all (albert_tf.hardware; imported here, not at the top, so that
+    # the peers' worker processes need not import albert_tf).
+    from albert_tf.hardware import PRECISION_CPU_FLAGS
+
     return {
         "cpu_model": model,
-        "cpu_flags": sorted(f for f in wanted if f in flags),
+        "cpu_flags": sorted(f for f in PRECISION_CPU_FLAGS if f in flags),
         "cores": os.cpu_count(),
         "machine": platform.machine(),
         "python": platform.python_version(),

@@ -13,6 +13,11 @@ from albert_tf.layers.projection_inputs import as_matrix, kernel_and_bias, like_
 # ``quantize("int8")`` lowers to an Eigen int32 matmul that is 2.8x *slower* than
 # float32 here (bench/README.md, "Serving").
 INT8_MATMUL_OP = "QuantizedMatMulWithBiasAndDequantize"
+#: What a served int8 model says on a CPU where that op does not run.
+INT8_UNSUPPORTED_MESSAGE = (
+    "TensorFlow's int8 matmul does not run on this CPU (it needs AVX-512 or "
+    "AVX-VNNI-INT8): serve this model's float32 or bfloat16 export here"
+)
 
 
 class Int8Linear(tf.Module):
@@ -36,8 +41,12 @@ class Int8Linear(tf.Module):
         >>> rng = np.random.RandomState(0)
         >>> w, b = rng.randn(8, 4).astype("float32"), rng.randn(4).astype("float32")
         >>> x = rng.randn(3, 8).astype("float32")
-        >>> y = Int8Linear(w, b)(tf.constant(x)).numpy()
-        >>> bool(np.abs(y - (x @ w + b)).max() < 0.05 * np.abs(x @ w + b).max())
+        >>> try:
+        ...     y = Int8Linear(w, b)(tf.constant(x)).numpy()
+        ...     ok = bool(np.abs(y - (x @ w + b)).max() < 0.05 * np.abs(x @ w + b).max())
+        ... except tf.errors.InvalidArgumentError as e:  # no AVX-512 / AVX-VNNI-INT8 here
+        ...     ok = "does not run on this CPU" in e.message
+        >>> ok
         True
     """
 
@@ -88,4 +97,13 @@ class Int8Linear(tf.Module):
             Toutput=tf.float32,
             input_quant_mode="SCALED",
         )
-        return like_input(product * self.scale, x)
+        # On CPUs whose TensorFlow kernels take no int8 (no AVX-512 or AVX-VNNI-INT8:
+        # albert_tf.hardware.ONEDNN_DTYPE_FLAGS), the op returns an empty tensor rather
+        # than failing. Say so, instead of a shape error further on.
+        check = tf.debugging.assert_equal(
+            tf.size(product),
+            tf.shape(flat)[0] * self.shape[1],
+            message=INT8_UNSUPPORTED_MESSAGE,
+        )
+        with tf.control_dependencies([check]):
+            return like_input(product * self.scale, x)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
-from albert_tf.hardware import cpu_flags
+from albert_tf.hardware import ONEDNN_DTYPE_FLAGS, PRECISION_CPU_FLAGS, cpu_flags, onednn_runs
 from albert_tf.layers.attention import AlbertAttention
 from albert_tf.layers.bfloat16_linear import Bfloat16Linear
 from albert_tf.layers.dense import AlbertDense
@@ -25,11 +25,8 @@ FAST_ON = {
     "bfloat16": ("avx512_bf16", "amx_bf16"),
     "int8": ("avx512_vnni", "avx_vnni", "amx_int8"),
 }
-#: The CPU flags an export records: those above, and the vector width.
-RELEVANT_CPU_FLAGS = frozenset({flag for flags in FAST_ON.values() for flag in flags}) | {
-    "avx2",
-    "avx512f",
-}
+#: The CPU flags an export records.
+RELEVANT_CPU_FLAGS = frozenset(PRECISION_CPU_FLAGS)
 
 
 def check_precision(precision: str) -> None:
@@ -48,6 +45,13 @@ def precision_warning(precision: str, flags: set[str] | None = None) -> str | No
     check_precision(precision)
     needed = FAST_ON.get(precision)
     flags = cpu_flags() if flags is None else flags
+    if precision == "int8" and not onednn_runs("int8", flags):
+        return (
+            f"TensorFlow's int8 matmul does not run on this CPU: it needs one of "
+            f"{', '.join(ONEDNN_DTYPE_FLAGS['int8'])}. An int8 export made here serves only "
+            f"on CPUs that have them (it fails with that message elsewhere); serve float32 "
+            f"here (docs/serving.md, 'Precision')."
+        )
     if needed is None or flags & set(needed):
         return None
     return (

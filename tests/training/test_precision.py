@@ -34,7 +34,13 @@ def test_cpu_flags_read_from_cpuinfo(tmp_path):
 
 @pytest.mark.parametrize(
     "flags,expected",
-    [({"avx512_bf16"}, "bfloat16"), ({"amx_bf16", "amx_tile"}, "bfloat16"), ({"avx2"}, "float32")],
+    [
+        ({"avx512_bf16"}, "bfloat16"),  # AMD Zen 4+, Intel Cooper Lake
+        ({"amx_bf16", "amx_tile"}, "bfloat16"),  # Intel Sapphire Rapids+
+        ({"avx2"}, "float32"),  # AMD Zen 1-3
+        # Intel Cascade Lake / Ice Lake: AVX-512 and int8 dot products, no bfloat16
+        ({"avx2", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"}, "float32"),
+    ],
 )
 def test_auto_follows_cpu_features(flags, expected):
     assert resolve_precision("auto", flags=flags) == expected
