@@ -102,13 +102,13 @@ def read_tokenizer_files(tokenizer_dir: str) -> dict[str, bytes]:
 
 def _load_tokenizer(files: dict[str, bytes], directory: str) -> Tokenizer:
     """Writes ``files`` into a local ``directory`` and loads the tokenizer
-    (`Tokenizer.load` reads local paths only)."""
-    from albert_tf.tokenizers.base import Tokenizer
+    (`load_tokenizer` reads local paths only)."""
+    from albert_tf.tokenizers.base import load_tokenizer
 
     for name, data in files.items():
         with open(os.path.join(directory, name), "wb") as fh:
             fh.write(data)
-    return Tokenizer.load(directory)
+    return load_tokenizer(directory)
 
 
 class _WritePartsFn(beam.DoFn):

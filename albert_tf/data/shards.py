@@ -410,10 +410,10 @@ _process_writer: ShardWriter | None = None
 
 
 def _start_worker(tokenizer_dir: str, options: ShardOptions, parts_dir: str, queue) -> None:
-    from albert_tf.tokenizers.base import Tokenizer
+    from albert_tf.tokenizers.base import load_tokenizer
 
     global _process_writer
-    _process_writer = ShardWriter(Tokenizer.load(tokenizer_dir), options, parts_dir, queue.put)
+    _process_writer = ShardWriter(load_tokenizer(tokenizer_dir), options, parts_dir, queue.put)
 
 
 def _write_in_worker(task: InputTask) -> WriteSummary:
@@ -499,7 +499,7 @@ def write_pretraining_data(
     turns on Chinese whole-word masking: each example also stores which CJK
     pieces continue a segmenter word (`albert_tf.data.chinese_wwm`).
 
-    ``tokenizer`` is a directory `Tokenizer.load` reads (each worker loads
+    ``tokenizer`` is a directory `load_tokenizer` reads (each worker loads
     it), or a `Tokenizer` object, which runs in this process only
     (``num_workers`` is then ignored, and an interrupted call starts over).
 
@@ -532,12 +532,12 @@ def write_pretraining_data(
     if num_workers < 1:
         raise ValueError("num_workers must be >= 1")
     from albert_tf.data.masking import MaskingVocab
-    from albert_tf.tokenizers.base import Tokenizer
+    from albert_tf.tokenizers.base import load_tokenizer
 
     start = time.time()
     if isinstance(tokenizer, str | os.PathLike):
         tokenizer_dir: str | None = os.path.abspath(tokenizer)
-        tokenizer = Tokenizer.load(tokenizer_dir)  # fail fast, before any work
+        tokenizer = load_tokenizer(tokenizer_dir)  # fail fast, before any work
     else:
         tokenizer_dir = None  # an object cannot be sent to workers
         num_workers = 1

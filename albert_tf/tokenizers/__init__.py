@@ -4,8 +4,7 @@ both in-graph behind :class:`~albert_tf.tokenizers.base.Tokenizer`.
 Training text comes from the one corpus reader, `albert_tf.data.iter_sentences`
 (the data layer imports tokenizers, never the other way round)."""
 
-from albert_tf.tokenizers.base import SPECIAL_TOKENS, Tokenizer
-from albert_tf.tokenizers.registry import load_tokenizer
+from albert_tf.tokenizers.base import SPECIAL_TOKENS, Tokenizer, load_tokenizer
 from albert_tf.tokenizers.sentencepiece import (
     SentencePieceTokenizer,
     normalize_text,

@@ -10,14 +10,23 @@ SavedModel that TF Serving loads.
 from __future__ import annotations
 
 import abc
+import json
 import os
 import weakref
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+#: What every saved tokenizer directory holds beside its assets: its ``kind``, its
+#: options and its asset file's name.
+CONFIG_FILENAME = "tokenizer.json"
+
+# kind → class: each subclass registers itself by defining ``kind``.
+_KINDS: dict[str, type[Tokenizer]] = {}
 
 # Traced `tokenize` per tokenizer, for `tokenize_on_host`. Kept outside the
 # module so that exporting a tokenizer does not save this function with it.
@@ -27,12 +36,19 @@ _TRACED_TOKENIZE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 class Tokenizer(tf.Module, abc.ABC):
     """Text → ids, in-graph.
 
-    Subclasses set the special-token ids (``_pad_id`` ...) and implement `tokenize`,
-    `detokenize`, `id_to_token`, `save` and `load`.
+    Subclasses set the special-token ids (``_pad_id`` ...), implement `tokenize`,
+    `detokenize`, `id_to_token`, `save` and `from_config`, and name their ``kind``:
+    `load_tokenizer` finds the class by it.
     """
 
     #: short name stored in saved assets: "sentencepiece" or "wordpiece"
     kind: str
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("kind")
+        if kind is not None:
+            _KINDS[kind] = cls
 
     @property
     @abc.abstractmethod
@@ -124,8 +140,41 @@ class Tokenizer(tf.Module, abc.ABC):
         tokenizer.json naming `kind` and options) into ``directory``."""
 
     @classmethod
-    def load(cls, directory: str | os.PathLike[str]) -> Tokenizer:
-        """Loads any tokenizer `save` wrote, dispatching on its `kind`."""
-        from albert_tf.tokenizers.registry import load_tokenizer
+    @abc.abstractmethod
+    def from_config(cls, directory: Path, config: dict[str, Any]) -> Tokenizer:
+        """The tokenizer `save` wrote into ``directory``, whose ``tokenizer.json``
+        is ``config`` (options it does not know are ignored)."""
 
-        return load_tokenizer(directory)
+
+def load_tokenizer(directory: str | os.PathLike[str]) -> Tokenizer:
+    """Loads the tokenizer `Tokenizer.save` wrote into ``directory``, by its ``kind``.
+
+    Raises:
+      FileNotFoundError: no ``tokenizer.json`` or no asset file it names.
+      ValueError: unknown ``kind`` or unreadable config.
+
+    Example:
+        >>> tok = load_tokenizer("runs/tokenizer")  # doctest: +SKIP
+        >>> tok.kind  # doctest: +SKIP
+        'sentencepiece'
+    """
+    root = Path(directory)
+    config_path = root / CONFIG_FILENAME
+    if not config_path.is_file():
+        raise FileNotFoundError(f"no {CONFIG_FILENAME} in {root} (not a saved tokenizer)")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise ValueError(f"{config_path} is not valid JSON: {err}") from err
+    kind = config.get("kind") if isinstance(config, dict) else None
+    if kind not in _KINDS:
+        raise ValueError(
+            f"{config_path}: unknown tokenizer kind {kind!r}; expected one of {sorted(_KINDS)}"
+        )
+    return _KINDS[kind].from_config(root, config)
+
+
+def write_config(directory: Path, tokenizer: Tokenizer, **assets: str) -> None:
+    """Writes ``tokenizer.json``: the tokenizer's kind, its asset files and options."""
+    config = {"kind": tokenizer.kind, **assets, **tokenizer.options}
+    (directory / CONFIG_FILENAME).write_text(json.dumps(config, indent=2) + "\n")

@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -34,6 +33,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import sentencepiece as spm
@@ -44,10 +44,9 @@ from tensorflow_text.python.ops.sentencepiece_tokenizer import (
 )
 
 from albert_tf.tokenizers import _text_ops
-from albert_tf.tokenizers.base import Tokenizer
+from albert_tf.tokenizers.base import Tokenizer, write_config
 
 MODEL_FILENAME = "spiece.model"
-CONFIG_FILENAME = "tokenizer.json"
 WORD_START = "▁"
 _sentencepiece_op = (
     _gen_sentencepiece.sentencepiece_op
@@ -90,6 +89,10 @@ def normalize_text(
     if lower_case:
         texts = _text_ops.lower_utf8(texts)
     return texts
+
+
+# What `options` holds and tokenizer.json records.
+_OPTION_NAMES = ("lower_case", "remove_space", "keep_accents", "split_digit_comma")
 
 
 class SentencePieceTokenizer(Tokenizer):
@@ -170,6 +173,11 @@ class SentencePieceTokenizer(Tokenizer):
             raise FileNotFoundError(f"SentencePiece model file not found: {path}")
         return cls(path.read_bytes(), **options)
 
+    @classmethod
+    def from_config(cls, directory: Path, config: dict[str, Any]) -> SentencePieceTokenizer:
+        options = {k: config[k] for k in _OPTION_NAMES if k in config}
+        return cls.from_file(directory / config.get("model_file", MODEL_FILENAME), **options)
+
     @property
     def options(self) -> dict[str, bool]:
         return {
@@ -184,8 +192,7 @@ class SentencePieceTokenizer(Tokenizer):
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         (out / MODEL_FILENAME).write_bytes(self._model_proto)
-        config = {"kind": self.kind, "model_file": MODEL_FILENAME, **self.options}
-        (out / CONFIG_FILENAME).write_text(json.dumps(config, indent=2) + "\n")
+        write_config(out, self, model_file=MODEL_FILENAME)
 
     # -- ids ---------------------------------------------------------------
 

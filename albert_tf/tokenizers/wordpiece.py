@@ -27,21 +27,20 @@ Example:
 from __future__ import annotations
 
 import collections
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.tokenizers import _text_ops
-from albert_tf.tokenizers.base import Tokenizer
+from albert_tf.tokenizers.base import Tokenizer, write_config
 
 VOCAB_FILENAME = "vocab.txt"
-CONFIG_FILENAME = "tokenizer.json"
 CONTINUATION = "##"
 REQUIRED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -110,6 +109,10 @@ def read_vocab(vocab_file: str | os.PathLike[str]) -> list[str]:
             )
         seen[token] = index
     return tokens
+
+
+# What `options` holds and tokenizer.json records.
+_OPTION_NAMES = ("lower_case", "tokenize_chinese_chars", "max_input_chars_per_word")
 
 
 class WordPieceTokenizer(Tokenizer):
@@ -197,8 +200,12 @@ class WordPieceTokenizer(Tokenizer):
         target = out / VOCAB_FILENAME
         if not target.exists() or not target.samefile(self._vocab_file):
             shutil.copyfile(self._vocab_file, target)
-        config = {"kind": self.kind, "vocab_file": VOCAB_FILENAME, **self.options}
-        (out / CONFIG_FILENAME).write_text(json.dumps(config, indent=2) + "\n")
+        write_config(out, self, vocab_file=VOCAB_FILENAME)
+
+    @classmethod
+    def from_config(cls, directory: Path, config: dict[str, Any]) -> WordPieceTokenizer:
+        options = {k: config[k] for k in _OPTION_NAMES if k in config}
+        return cls(directory / config.get("vocab_file", VOCAB_FILENAME), **options)
 
     # -- ids ---------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import tensorflow as tf
 from albert_tf.data import read_documents, sample_path
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.data.shards import write_pretraining_data
-from albert_tf.tokenizers import Tokenizer, WordPieceTokenizer
+from albert_tf.tokenizers import WordPieceTokenizer, load_tokenizer
 
 
 def check_batches(ds, tokenizer, num_batches=20):
@@ -78,7 +78,7 @@ def test_sentencepiece_parallel_writer_and_pipeline(spm_dir, tmp_path):
             open(os.path.join(in_process, name), "rb") as b,
         ):
             assert a.read() == b.read(), name
-    tok = Tokenizer.load(spm_dir)
+    tok = load_tokenizer(spm_dir)
     # No tokenizer passed: masking_vocab.json next to the shards is used.
     ds = pretraining_dataset(os.path.join(out, "*.tfrecord"), batch_size=32, max_seq_length=128)
     assert check_batches(ds, tok) > 0

@@ -86,7 +86,7 @@ def test_save_and_load_round_trip(sp_tokenizer, wp_tokenizer, tmp_path):
         config = json.loads((out / "tokenizer.json").read_text())
         assert config["kind"] == tokenizer.kind and config["lower_case"] is True
         assert (out / (config.get("model_file") or config["vocab_file"])).is_file()
-        loaded = Tokenizer.load(out)
+        loaded = load_tokenizer(out)
         assert type(loaded) is type(tokenizer)
         assert loaded.tokenize(texts).to_list() == tokenizer.tokenize(texts).to_list()
 
