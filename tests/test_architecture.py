@@ -64,3 +64,41 @@ def test_imports_only_point_down():
             if ORDER.index(imported) > rank:
                 upward.append(f"{path.relative_to(PACKAGE.parent)} imports albert_tf.{imported}")
     assert not upward, "\n".join(upward)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_imports(path: Path, modules: set[str]) -> set[str]:
+    """The albert_tf modules (not packages) ``path`` imports, at any depth of the file."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("albert_tf"):
+            for alias in node.names:
+                found.add(f"{node.module}.{alias.name}")  # a submodule imported by name
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found & modules
+
+
+def test_no_two_modules_import_each_other():
+    # Packages' __init__ files gather public names and are left out; between
+    # modules, an import cycle (even one inside a function) means two files share
+    # one concept's home.
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"}
+    graph = {name: _module_imports(path, set(paths)) - {name} for name, path in paths.items()}
+    cycles = []
+    for name, imported in graph.items():
+        stack, seen = list(imported), set()
+        while stack:
+            current = stack.pop()
+            if current == name:
+                cycles.append(name)
+                break
+            if current not in seen:
+                seen.add(current)
+                stack.extend(graph.get(current, ()))
+    assert not cycles, f"modules on an import cycle: {sorted(cycles)}"

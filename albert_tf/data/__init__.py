@@ -20,7 +20,6 @@ from albert_tf.data.corpus import (
     read_documents,
     split_lines,
     split_sentences,
-    tfds_documents,
 )
 from albert_tf.data.examples import PretrainingExample, create_examples_from_document
 from albert_tf.data.inputs import resolve_inputs, sample_language, sample_path
@@ -50,3 +49,13 @@ __all__ = [
     "tfds_documents",
     "write_pretraining_data",
 ]
+
+
+def __getattr__(name: str):
+    # tfds_documents lives with the tfds builder; tensorflow-datasets takes seconds
+    # to import, so only a caller that reads tfds pays for it.
+    if name == "tfds_documents":
+        from albert_tf.data.tfds_corpus import tfds_documents
+
+        return tfds_documents
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -49,7 +49,7 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import BinaryIO
 
 from albert_tf.data import storage
@@ -415,7 +415,7 @@ def _text_documents(
     for at, line, reason in lines:
         if line is not None and not line.strip():
             if doc_at is not None and doc:
-                yield from _emit_at(doc_at, doc, stats)
+                yield from emit_located(doc_at, doc, stats)
             doc, doc_at, after_blank = [], None, True
             continue
         if after_blank:  # a document starts here
@@ -430,7 +430,7 @@ def _text_documents(
             continue
         doc.extend(clean_sentences([line], stats, **clean))
     if doc_at is not None and doc:
-        yield from _emit_at(doc_at, doc, stats)
+        yield from emit_located(doc_at, doc, stats)
 
 
 def _jsonl_documents(
@@ -457,10 +457,11 @@ def _jsonl_documents(
         if sentences is None:
             stats.skip("invalid_record")
             continue
-        yield from _emit_at(at, clean_sentences(sentences, stats, **clean), stats)
+        yield from emit_located(at, clean_sentences(sentences, stats, **clean), stats)
 
 
-def _emit_at(at: int, doc: list[str], stats: ReadStats) -> Iterator[LocatedDocument]:
+def emit_located(at: int, doc: list[str], stats: ReadStats) -> Iterator[LocatedDocument]:
+    """``doc``'s documents (`ReadStats` counts what is skipped), each at position ``at``."""
     for document in _emit(doc, stats):
         yield at, document
 
@@ -508,90 +509,3 @@ def iter_sentences(
     """
     for document in read_corpus(specs, stats=stats, **kwargs):
         yield from document
-
-
-# --------------------------------------------------------------------------
-# tensorflow-datasets
-# --------------------------------------------------------------------------
-
-
-def find_text_feature(features) -> str:
-    """``"text"`` if it is a `tfds.features.Text`, else the first Text feature."""
-    import tensorflow_datasets as tfds
-
-    if "text" in features and isinstance(features["text"], tfds.features.Text):
-        return "text"
-    for name, feature in features.items():
-        if isinstance(feature, tfds.features.Text):
-            return name
-    raise ValueError(f"dataset has no top-level Text feature (features: {list(features)})")
-
-
-def tfds_documents(name: str, **kwargs) -> Iterator[Document]:
-    """Documents from any tensorflow-datasets dataset with a text feature
-    (`tfds_located_documents` without the positions)."""
-    for _, document in tfds_located_documents(name, **kwargs):
-        yield document
-
-
-def tfds_located_documents(
-    name: str,
-    *,
-    split: str = "train",
-    first_index: int = 0,
-    data_dir: str | None = None,
-    text_key: str | None = None,
-    splitter: Callable[[str], list[str]] | None = None,
-    stats: ReadStats | None = None,
-    max_sentence_chars: int = DEFAULT_MAX_SENTENCE_CHARS,
-    download: bool = False,
-) -> Iterator[LocatedDocument]:
-    """``(index, document)`` from any tensorflow-datasets dataset with a text
-    feature; ``index`` counts examples from ``first_index`` (the position of
-    ``split``'s first example in its parent split, for a sub-split).
-
-    Each example's text becomes one document, split into sentences with
-    ``splitter`` (default: `split_sentences`; `split_lines` for the
-    ``albert_corpus`` builder, whose text is already one sentence per line).
-    Examples whose text is not valid UTF-8 are counted (``invalid_utf8``).
-
-    Args:
-      name: tfds name, e.g. ``"albert_corpus"`` or ``"wikipedia/20230601.en"``.
-      split: a tfds split expression (``"train[:10%]"`` works).
-      first_index: the index of the split's first example.
-      data_dir: tfds data directory.
-      text_key: the text feature; default: `find_text_feature`.
-      download: let tfds download/prepare (default: offline, must be built).
-    """
-    import tensorflow_datasets as tfds
-
-    # Registers the albert_corpus builder with tfds.
-    from albert_tf.data import tfds_corpus  # noqa: F401
-
-    stats = stats if stats is not None else ReadStats()
-    builder = tfds.builder(name, data_dir=data_dir)
-    if download:
-        builder.download_and_prepare()
-    try:
-        key = text_key or find_text_feature(builder.info.features)
-    except ValueError as e:
-        raise ValueError(
-            f"tfds dataset {name!r}: {e}; pass the feature that holds the text (--tfds_text_key)"
-        ) from None
-    if splitter is None:
-        splitter = split_lines if builder.name == "albert_corpus" else split_sentences
-    ds = builder.as_dataset(split=split, shuffle_files=False)
-    for index, example in enumerate(tfds.as_numpy(ds), start=first_index):
-        raw = example[key]
-        try:
-            text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
-        except UnicodeDecodeError:
-            stats.skip("invalid_utf8")
-            continue
-        sentences = clean_sentences(
-            splitter(text),
-            stats,
-            max_sentence_chars=max_sentence_chars,
-            count_empty=False,
-        )
-        yield from _emit_at(index, sentences, stats)

@@ -31,12 +31,7 @@ import random
 from collections.abc import Iterator, Sequence
 
 from albert_tf.data import storage
-from albert_tf.data.corpus import (
-    LocatedDocument,
-    ReadStats,
-    read_located_documents,
-    tfds_located_documents,
-)
+from albert_tf.data.corpus import LocatedDocument, ReadStats, read_located_documents
 
 #: Default pool: documents starting in the same MiB of a file (the reference
 #: tool pools per input file; Wikipedia extracts are about 1 MB a file).
@@ -74,6 +69,9 @@ class InputTask:
         """``(position, sentences)`` of the task's documents, streamed."""
         if self.kind == "file":
             return read_located_documents(self.source, start=self.start, end=self.end, stats=stats)
+        # Here, not at the top: tensorflow-datasets takes seconds to import.
+        from albert_tf.data.tfds_corpus import tfds_located_documents
+
         return tfds_located_documents(
             self.tfds_name,
             split=self.source,

@@ -30,12 +30,23 @@ Downloading and preparing dataset ...
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 
 import tensorflow_datasets as tfds
 from absl import logging
 from etils import epath
 
-from albert_tf.data.corpus import ReadStats, read_documents
+from albert_tf.data.corpus import (
+    DEFAULT_MAX_SENTENCE_CHARS,
+    Document,
+    LocatedDocument,
+    ReadStats,
+    clean_sentences,
+    emit_located,
+    read_documents,
+    split_lines,
+    split_sentences,
+)
 
 _SPLITS = ("train", "validation", "test")
 
@@ -121,3 +132,82 @@ def build_albert_corpus(manual_dir: str, data_dir: str | None = None) -> AlbertC
         download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
     )
     return builder
+
+
+# --------------------------------------------------------------------------
+# Reading any tensorflow-datasets dataset with a text feature
+
+
+def find_text_feature(features) -> str:
+    """``"text"`` if it is a `tfds.features.Text`, else the first Text feature."""
+    if "text" in features and isinstance(features["text"], tfds.features.Text):
+        return "text"
+    for name, feature in features.items():
+        if isinstance(feature, tfds.features.Text):
+            return name
+    raise ValueError(f"dataset has no top-level Text feature (features: {list(features)})")
+
+
+def tfds_documents(name: str, **kwargs) -> Iterator[Document]:
+    """Documents from any tensorflow-datasets dataset with a text feature
+    (`tfds_located_documents` without the positions)."""
+    for _, document in tfds_located_documents(name, **kwargs):
+        yield document
+
+
+def tfds_located_documents(
+    name: str,
+    *,
+    split: str = "train",
+    first_index: int = 0,
+    data_dir: str | None = None,
+    text_key: str | None = None,
+    splitter: Callable[[str], list[str]] | None = None,
+    stats: ReadStats | None = None,
+    max_sentence_chars: int = DEFAULT_MAX_SENTENCE_CHARS,
+    download: bool = False,
+) -> Iterator[LocatedDocument]:
+    """``(index, document)`` from any tensorflow-datasets dataset with a text
+    feature; ``index`` counts examples from ``first_index`` (the position of
+    ``split``'s first example in its parent split, for a sub-split).
+
+    Each example's text becomes one document, split into sentences with
+    ``splitter`` (default: `split_sentences`; `split_lines` for the
+    ``albert_corpus`` builder, whose text is already one sentence per line).
+    Examples whose text is not valid UTF-8 are counted (``invalid_utf8``).
+
+    Args:
+      name: tfds name, e.g. ``"albert_corpus"`` or ``"wikipedia/20230601.en"``.
+      split: a tfds split expression (``"train[:10%]"`` works).
+      first_index: the index of the split's first example.
+      data_dir: tfds data directory.
+      text_key: the text feature; default: `find_text_feature`.
+      download: let tfds download/prepare (default: offline, must be built).
+    """
+    stats = stats if stats is not None else ReadStats()
+    builder = tfds.builder(name, data_dir=data_dir)
+    if download:
+        builder.download_and_prepare()
+    try:
+        key = text_key or find_text_feature(builder.info.features)
+    except ValueError as e:
+        raise ValueError(
+            f"tfds dataset {name!r}: {e}; pass the feature that holds the text (--tfds_text_key)"
+        ) from None
+    if splitter is None:
+        splitter = split_lines if builder.name == "albert_corpus" else split_sentences
+    ds = builder.as_dataset(split=split, shuffle_files=False)
+    for index, example in enumerate(tfds.as_numpy(ds), start=first_index):
+        raw = example[key]
+        try:
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+        except UnicodeDecodeError:
+            stats.skip("invalid_utf8")
+            continue
+        sentences = clean_sentences(
+            splitter(text),
+            stats,
+            max_sentence_chars=max_sentence_chars,
+            count_empty=False,
+        )
+        yield from emit_located(index, sentences, stats)

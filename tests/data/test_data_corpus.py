@@ -16,10 +16,9 @@ from albert_tf.data.corpus import (
     read_corpus,
     read_documents,
     split_sentences,
-    tfds_documents,
 )
 from albert_tf.data.inputs import resolve_inputs
-from albert_tf.data.tfds_corpus import AlbertCorpus
+from albert_tf.data.tfds_corpus import AlbertCorpus, tfds_documents
 
 
 @pytest.mark.parametrize(

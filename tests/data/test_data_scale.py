@@ -375,7 +375,7 @@ def _tfds_without_text(tmp_path):
     """A real tfds dataset whose only feature is an integer."""
     import tensorflow_datasets as tfds
 
-    from albert_tf.data.corpus import tfds_located_documents
+    from albert_tf.data.tfds_corpus import tfds_located_documents
 
     class NumbersOnly(tfds.core.GeneratorBasedBuilder):
         VERSION = tfds.core.Version("1.0.0")
