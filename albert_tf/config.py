@@ -21,6 +21,8 @@ import logging
 import os
 from typing import Any, Literal
 
+from albert_tf.storage import write_json_atomic
+
 # The one definition of the share modes (paper Table 4): which blocks the
 # layers of a group share, as (attention, feed-forward). Everything else
 # (validation, the sharing plan, command-line choices) reads this table.
@@ -311,8 +313,4 @@ class AlbertConfig:
 
 
 def _write_json(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
-    tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_json_atomic(path, data, sort_keys=True)

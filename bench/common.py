@@ -232,12 +232,10 @@ def thread_report(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def write_report(report: dict[str, Any], path: str) -> None:
+    from albert_tf.storage import write_json_atomic
+
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(report, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)  # a killed run leaves the previous report whole
+    write_json_atomic(path, report)  # a killed run leaves the previous report whole
 
 
 def publish(report: dict[str, Any], path: str, table: str) -> None:

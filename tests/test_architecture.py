@@ -9,6 +9,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "albert_tf"
 
 # Each area may import only areas before it. docs/architecture.md explains the order.
 ORDER = [
+    "storage",
     "hardware",
     "config",
     "kernels",

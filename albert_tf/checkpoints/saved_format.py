@@ -25,6 +25,7 @@ import keras
 import numpy as np
 
 from albert_tf.config import AlbertConfig
+from albert_tf.storage import write_json_atomic
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "weights.h5"
@@ -145,10 +146,7 @@ def save_model(
     if tokenizer is not None:
         tokenizer.save(os.path.join(directory, "tokenizer"))
     meta = {"format_version": FORMAT_VERSION, "heads": heads}
-    tmp = os.path.join(directory, META_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(meta, f, indent=2)
-    os.replace(tmp, os.path.join(directory, META_FILE))
+    write_json_atomic(os.path.join(directory, META_FILE), meta)
 
 
 def read_weights(directory: str | os.PathLike[str]) -> dict[str, np.ndarray]:

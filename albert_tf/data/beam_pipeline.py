@@ -42,7 +42,6 @@ package imports this module unless a Beam runner is asked for.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -61,7 +60,7 @@ except ModuleNotFoundError as e:  # the optional [beam] extra
         "apache-beam is not installed: pip install -e '.[beam]'", name="apache_beam"
     ) from e
 
-from albert_tf.data import storage
+from albert_tf import storage
 from albert_tf.data.shards import (
     METADATA_FILE,
     ShardOptions,
@@ -202,16 +201,6 @@ def _summary_from_counters(result) -> WriteSummary:
     return summary
 
 
-def _write_json(path: str, value: object) -> None:
-    """Writes JSON through tf.io.gfile (local or remote), renamed into place."""
-    import tensorflow as tf
-
-    tmp = f"{path}.tmp{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as fh:
-        fh.write(json.dumps(value, indent=2))
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-
-
 def _clear_output_dir(output_dir: str) -> None:
     """From here on the directory does not claim to hold complete shards."""
     import tensorflow as tf
@@ -257,7 +246,7 @@ def run_beam_pipeline(
 
     Tasks are planned here, on the launcher; the workers read them. Inputs,
     tfds data and the output directory may be remote (``gs://``: files are
-    read and written through `albert_tf.data.storage`, i.e. tf.io.gfile); local
+    read and written through `albert_tf.storage`, i.e. tf.io.gfile); local
     inputs and a local output directory must be at the same path on every
     worker (one machine, or a shared mount).
     The tokenizer's files are read here (through tf.io.gfile) and shipped to
@@ -361,7 +350,9 @@ def run_beam_pipeline(
         summary=summary,
     )
     meta["runner"] = runner
-    _write_json(os.path.join(output_dir, METADATA_FILE), meta)  # last: shards complete
+    storage.write_json_atomic(
+        os.path.join(output_dir, METADATA_FILE), meta
+    )  # last: shards complete
     if log is not None:
         log(summary.report())
     return summary

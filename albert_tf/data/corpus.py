@@ -52,7 +52,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import BinaryIO
 
-from albert_tf.data import storage
+from albert_tf import storage
 from albert_tf.data.inputs import PathSpec, resolve_inputs
 
 #: A document is its sentences, in order.

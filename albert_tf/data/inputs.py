@@ -28,7 +28,7 @@ import os
 import pathlib
 from collections.abc import Sequence
 
-from albert_tf.data import storage
+from albert_tf import storage
 
 #: Languages of the embedded sample corpora.
 SAMPLE_LANGUAGES = ("en", "zh")
@@ -102,7 +102,7 @@ def resolve_inputs(
 ) -> list[str]:
     """Expands files, globs, folders and ``sample:`` names into file paths.
 
-    Paths may be local or in a bucket (``gs://...``: `albert_tf.data.storage`).
+    Paths may be local or in a bucket (``gs://...``: `albert_tf.storage`).
 
     Args:
       specs: one spec or a list of them; each may be comma-separated.

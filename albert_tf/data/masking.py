@@ -44,7 +44,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data import storage
+from albert_tf import storage
 
 #: p(n) ∝ 1/n for n = 1..3.
 NGRAM_PROBS = tuple((1.0 / n) / sum(1.0 / k for k in (1, 2, 3)) for n in (1, 2, 3))

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from albert_tf.data import storage
+from albert_tf import storage
 from albert_tf.data.masking import Masker, MaskingVocab
 from albert_tf.data.shards import read_metadata
 

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from albert_tf.data import storage
+from albert_tf import storage
 from albert_tf.data.chinese_wwm import get_segmenter, word_continuation
 from albert_tf.data.corpus import LocatedDocument, ReadStats
 from albert_tf.data.examples import (
@@ -386,22 +386,12 @@ def run_task(writer: ShardWriter, task: InputTask, parts_dir: str) -> WriteSumma
     """Writes a task's parts, then its done marker (atomically): a task with a
     marker is complete and a resumed preparation does not redo it."""
     summary = writer.write(task)
-    _write_json_atomic(_marker(parts_dir, task.index), summary.to_state())
+    storage.write_json_atomic(_marker(parts_dir, task.index), summary.to_state())
     return summary
 
 
 def _marker(parts_dir: str, index: int) -> str:
     return os.path.join(parts_dir, f"done-{index:06d}.json")
-
-
-def _write_json_atomic(path: str, value: object) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with storage.open_file(tmp, "w") as fh:
-        json.dump(value, fh, indent=2)
-        fh.flush()
-        if not storage.is_remote(tmp):
-            os.fsync(fh.fileno())
-    storage.replace(tmp, path)
 
 
 # One ShardWriter per worker process, built by the pool's initializer: the
@@ -616,7 +606,7 @@ def write_pretraining_data(
         fingerprint=fingerprint,
         summary=summary,
     )
-    _write_json_atomic(meta_path, meta)  # last: the shards are now complete
+    storage.write_json_atomic(meta_path, meta)  # last: the shards are now complete
     storage.rmtree(parts_dir)
     if log is not None:
         log(summary.report())
@@ -756,7 +746,7 @@ def _resumable_tasks(
             return done
     storage.rmtree(parts_dir, ignore_errors=True)
     storage.makedirs(parts_dir)
-    _write_json_atomic(plan, {"fingerprint": fingerprint, "tasks": len(tasks)})
+    storage.write_json_atomic(plan, {"fingerprint": fingerprint, "tasks": len(tasks)})
     return done
 
 

@@ -30,7 +30,7 @@ import os
 import random
 from collections.abc import Iterator, Sequence
 
-from albert_tf.data import storage
+from albert_tf import storage
 from albert_tf.data.corpus import LocatedDocument, ReadStats, read_located_documents
 
 #: Default pool: documents starting in the same MiB of a file (the reference

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.storage import write_json_atomic
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 #: What every saved tokenizer directory holds beside its assets: its ``kind``, its
 #: options and its asset file's name.
@@ -177,4 +179,4 @@ def load_tokenizer(directory: str | os.PathLike[str]) -> Tokenizer:
 def write_config(directory: Path, tokenizer: Tokenizer, **assets: str) -> None:
     """Writes ``tokenizer.json``: the tokenizer's kind, its asset files and options."""
     config = {"kind": tokenizer.kind, **assets, **tokenizer.options}
-    (directory / CONFIG_FILENAME).write_text(json.dumps(config, indent=2) + "\n")
+    write_json_atomic(directory / CONFIG_FILENAME, config)

@@ -15,6 +15,7 @@ import zlib
 
 from albert_tf.data.corpus import ReadStats, read_corpus
 from albert_tf.data.shards import write_pretraining_data
+from albert_tf.storage import write_json_atomic
 from albert_tf.tokenizers import load_tokenizer, train_sentencepiece, train_wordpiece
 
 DONE_FILE = "prepared.json"
@@ -137,8 +138,5 @@ def prepare_pretraining_data(
         "eval_files": shard_patterns.get("eval"),
         "summary": summary,
     }
-    tmp = done + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2)
-    os.replace(tmp, done)
+    write_json_atomic(done, record)
     return PreparedData(**record)

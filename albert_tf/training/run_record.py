@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from albert_tf.config import AlbertConfig
+from albert_tf.storage import write_json_atomic
 from albert_tf.training.options import PretrainingOptions
 
 RUN_FILE = "pretraining_run.json"
@@ -81,10 +82,7 @@ def write_run_record(model_dir: str, record: dict[str, Any]) -> None:
     if os.path.exists(path):
         return
     os.makedirs(model_dir, exist_ok=True)
-    tmp = path + ".tmp"  # a killed writer leaves no half-written record
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-    os.replace(tmp, path)
+    write_json_atomic(path, record, sort_keys=True)  # never a half-written record
 
 
 def record_diff(a: dict, b: dict, prefix: str = "") -> list[str]:

@@ -13,7 +13,8 @@ import os
 
 import tensorflow as tf
 
-from albert_tf.data import sample_path, storage
+from albert_tf import storage
+from albert_tf.data import sample_path
 from albert_tf.data.inputs import resolve_inputs
 from albert_tf.data.pipeline import pretraining_dataset
 from albert_tf.data.shards import read_metadata, write_pretraining_data

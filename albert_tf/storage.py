@@ -1,7 +1,8 @@
 """Files that may live on this machine or in a bucket (``gs://``, ``s3://``, ``hdfs://``).
 
-Pretraining data for many machines lives in object storage: Beam workers on
-Dataflow read their input from ``gs://`` and write shards back there. A path
+The bottom of the house: every area that writes files may use it. Pretraining data
+for many machines lives in object storage: Beam workers on Dataflow read their
+input from ``gs://`` and write shards back there. A path
 with a scheme goes through ``tf.io.gfile`` (every file system TensorFlow
 has, ``ram://`` included, which the tests use); a local path keeps the plain
 ``os`` calls, so local work needs no TensorFlow import and keeps its atomic
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import glob as _glob
 import io
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -161,3 +163,26 @@ def listdir(path: str) -> list[str]:
     if is_remote(path):
         return sorted(e.rstrip("/") for e in _gfile().listdir(path))
     return sorted(os.listdir(path))
+
+
+def write_json_atomic(
+    path: str | os.PathLike[str], value: object, *, sort_keys: bool = False
+) -> None:
+    """Writes ``value`` as indented JSON (UTF-8, non-ASCII kept, a final newline)
+    under a temporary name, then renames it over ``path``: a killed writer leaves the
+    previous file or none, never half of one. Local files are synced to disk first.
+
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.json")
+    >>> write_json_atomic(path, {"b": 1, "a": "é"}, sort_keys=True)
+    >>> open(path, encoding="utf-8").read()
+    '{\\n  "a": "é",\\n  "b": 1\\n}\\n'
+    """
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open_file(tmp, "w") as fh:
+        fh.write(json.dumps(value, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n")
+        fh.flush()
+        if not is_remote(tmp):
+            os.fsync(fh.fileno())
+    replace(tmp, path)
