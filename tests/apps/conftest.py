@@ -18,6 +18,19 @@ def _restore_main_module():
     sys.modules["__main__"] = main
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _release_loaded_models():
+    """The pages keep their SavedModels in Streamlit's process-wide resource cache;
+    after a module nothing needs them, and each holds hundreds of MB."""
+    yield
+    import gc
+
+    import streamlit as st
+
+    st.cache_resource.clear()
+    gc.collect()
+
+
 @pytest.fixture(scope="session")
 def classifier_models(tmp_path_factory):
     """A tiny Chinese classifier with a card and a tiny English regression model,
