@@ -15,6 +15,8 @@ import re
 import keras
 import tensorflow as tf
 
+from albert_tf import storage
+
 CHECKPOINT_SUBDIR = "checkpoints"
 
 
@@ -42,8 +44,12 @@ def saved_checkpoints(directory: str) -> list[str]:
     damaged state file hides none, and a prefix without its index (a save
     cut short before it was written) is not listed.
     """
+    # Through storage, not glob: a gs:// (or file://, ram://) model_dir is listed by
+    # TensorFlow's file systems, where Python's glob sees nothing and a restarted
+    # run would start again at step 0 over the first run's checkpoints.
+    escaped = directory if storage.is_remote(directory) else glob.escape(directory)
     steps = []
-    for index in glob.glob(os.path.join(glob.escape(directory), "ckpt-*.index")):
+    for index in storage.glob(os.path.join(escaped, "ckpt-*.index")):
         match = re.fullmatch(r"ckpt-(\d+)\.index", os.path.basename(index))
         if match:
             steps.append(int(match.group(1)))

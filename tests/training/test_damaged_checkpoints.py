@@ -4,8 +4,10 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from training_utils import flat_weights, tiny_albert, tiny_options
 
+from albert_tf.training import checkpoint_layout
 from albert_tf.training.trainer import PretrainingTrainer
 
 
@@ -61,3 +63,17 @@ def test_no_intact_checkpoint_is_an_error_not_a_fresh_start(tmp_path, prepared, 
     with pytest.raises(RuntimeError, match="No intact checkpoint .*ckpt-4.*ckpt-2"):
         again.train(log=lambda *_: None)
     assert again.step == 0
+
+
+@pytest.mark.parametrize("root", ["ram://albert_tf_test", "file://{tmp}", "{tmp}"])
+def test_checkpoints_are_found_behind_a_url(tmp_path, root):
+    # A gs:// model_dir is listed by TensorFlow's file systems; Python's glob saw
+    # nothing there, so a restarted run began again at step 0.
+    directory = root.format(tmp=tmp_path) + "/run/checkpoints"
+    variable = tf.Variable([1.0, 2.0])
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=variable), directory, 3)
+    for step in (2, 4, 10):
+        manager.save(checkpoint_number=step)
+    want = [checkpoint_layout.checkpoint_path(directory, s) for s in (10, 4, 2)]
+    assert checkpoint_layout.saved_checkpoints(directory) == want
+    assert checkpoint_layout.saved_checkpoints(directory + "_none") == []
