@@ -6,7 +6,7 @@ The set a fine-tuned ALBERT is compared with (docs/finetuning.md):
 ``split_examples(items, [0.8, 0.1, 0.1], seed=0)`` into train/dev/test. Each
 kind of units (``units``: characters and words, `text_units`; ``bigrams``: and
 pairs of adjacent ones, `units_and_bigrams`) is fitted in a fresh process by
-`albert_tf.training.bag_of_units_baseline.fit_bag_of_units` (L2 chosen on dev)
+`albert_tf.baselines.bag_of_units.fit_bag_of_units` (L2 chosen on dev)
 and scored on test, and also on the test items whose text no training item
 has: the set holds many copies of the same review, and ids, not texts, decide
 the split. Writes ``bench/results/classification_baseline.json`` and prints a
@@ -87,8 +87,8 @@ def reset_peak_rss() -> bool:
 def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
+    from albert_tf.baselines import bag_of_units as baseline
     from albert_tf.data.multiple_choice import split_examples
-    from albert_tf.training import bag_of_units_baseline as baseline
 
     units = {"units": baseline.text_units, "bigrams": baseline.units_and_bigrams}[args.worker]
     items = load(args.data, SMOKE_ITEMS if args.smoke else 0)
@@ -162,7 +162,7 @@ def markdown(report: dict[str, Any]) -> str:
 def orchestrate(args: argparse.Namespace) -> None:
     output = output_path(args, NAME)
     report: dict[str, Any] = {
-        "what": "bag-of-units logistic regression (albert_tf.training.bag_of_units_baseline), "
+        "what": "bag-of-units logistic regression (albert_tf.baselines.bag_of_units), "
         "binary features, L2 chosen on dev, full-batch Adam in numpy",
         "command": [os.path.relpath(__file__), *sys.argv[1:]],
         "smoke": args.smoke,

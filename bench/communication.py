@@ -122,8 +122,8 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     from step_workload import FULL, SMOKE, synthetic_batch
 
     from albert_tf.models.pretraining_model import AlbertPretrainingModel
-    from albert_tf.training.options import PretrainingOptions
-    from albert_tf.training.trainer import PretrainingTrainer
+    from albert_tf.training.pretraining.options import PretrainingOptions
+    from albert_tf.training.pretraining.trainer import PretrainingTrainer
 
     tf.config.threading.set_intra_op_parallelism_threads(args.worker_threads)
     tf.config.threading.set_inter_op_parallelism_threads(2)  # collectives wait on one

@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="Write to the temp dir.")
     args = parser.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from albert_tf.training.preparation import prepare_pretraining_data
+    from albert_tf.data.preparation import prepare_pretraining_data
 
     work = tempfile.mkdtemp(prefix="bench_faults_")
     prepared = prepare_pretraining_data(

@@ -158,8 +158,8 @@ def training_consumption(
     """Examples/second an ALBERT-base pretraining step (MLM over the masked
     positions + SOP, LAMB, fp32) consumes, through the real trainer."""
     from albert_tf.presets import get_preset
-    from albert_tf.training.options import PretrainingOptions
-    from albert_tf.training.trainer import PretrainingTrainer
+    from albert_tf.training.pretraining.options import PretrainingOptions
+    from albert_tf.training.pretraining.trainer import PretrainingTrainer
 
     with tempfile.TemporaryDirectory() as d:
         pattern = write_synthetic_shards(d, seq_length, num_examples)

@@ -67,8 +67,8 @@ def build_ours_step(
     import tensorflow as tf
     from input_pipeline import synthetic_vocab, write_synthetic_shards
 
-    from albert_tf.training.options import PretrainingOptions
-    from albert_tf.training.trainer import PretrainingTrainer
+    from albert_tf.training.pretraining.options import PretrainingOptions
+    from albert_tf.training.pretraining.trainer import PretrainingTrainer
 
     pattern = write_synthetic_shards(workdir, shape.seq, num_examples=8 * shape.batch)
     synthetic_vocab().save(workdir)  # the pipeline reads masking_vocab.json

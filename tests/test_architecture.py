@@ -23,6 +23,7 @@ ORDER = [
     "checkpoints",
     "data",
     "training",
+    "baselines",
     "analysis",
     "serving",
     "cli",

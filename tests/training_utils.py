@@ -21,7 +21,7 @@ def tiny_albert(vocab_size: int, **overrides) -> AlbertConfig:
 
 
 def tiny_options(model_dir, prepared, **overrides):
-    from albert_tf.training.options import PretrainingOptions
+    from albert_tf.training.pretraining.options import PretrainingOptions
 
     fields = dict(
         model_dir=str(model_dir),

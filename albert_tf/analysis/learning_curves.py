@@ -17,7 +17,7 @@ from typing import Any
 
 from albert_tf.analysis.plotting import new_figure, save_figure
 from albert_tf.training.metrics_log import METRICS_FILE
-from albert_tf.training.run_record import read_run_record
+from albert_tf.training.pretraining.run_record import read_run_record
 
 EVAL_RESULTS_FILE = "eval_results.json"
 SPLITS = ("train", "eval")

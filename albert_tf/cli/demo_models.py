@@ -271,11 +271,11 @@ def evaluate(model_dir: str, data_dir: str, shared_sets: list[str]) -> dict:
     import tempfile
 
     import albert_tf
+    from albert_tf.baselines.overlap import overlap_accuracy
     from albert_tf.data.multiple_choice import read_multiple_choice
     from albert_tf.serving.export import read_finetune_settings
     from albert_tf.tokenizers import load_tokenizer
     from albert_tf.training.finetuning import MultipleChoiceTrainer
-    from albert_tf.training.overlap_baseline import overlap_accuracy
 
     settings = read_finetune_settings(model_dir)
     scorer = MultipleChoiceTrainer(

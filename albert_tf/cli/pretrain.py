@@ -30,8 +30,8 @@ from albert_tf.cli.runner import UserError
 from albert_tf.config import SHARE_MODES
 from albert_tf.data.examples import SENTENCE_TASKS
 from albert_tf.data.pipeline import DATA_SERVICE_MODES
-from albert_tf.training.options import OPTIMIZERS, PretrainingOptions
 from albert_tf.training.precision import PRECISIONS
+from albert_tf.training.pretraining.options import OPTIMIZERS, PretrainingOptions
 from albert_tf.training.strategies import STRATEGIES
 
 #: The exit status when a worker of a multi-worker run was lost (restart them all).
@@ -229,11 +229,11 @@ def main() -> None:
         raise UserError("Give exactly one of --corpus or --train_files.")
 
     from albert_tf.checkpoints.saved_format import save_model
+    from albert_tf.data.preparation import prepare_pretraining_data
     from albert_tf.data.shards import read_metadata
     from albert_tf.tokenizers import load_tokenizer
-    from albert_tf.training.preparation import prepare_pretraining_data
+    from albert_tf.training.pretraining.trainer import PretrainingTrainer
     from albert_tf.training.strategies import create_strategy
-    from albert_tf.training.trainer import PretrainingTrainer
 
     strategy = create_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.collective_timeout_seconds)
     model_dir = FLAGS.model_dir
@@ -265,7 +265,7 @@ def main() -> None:
             raise UserError("--train_files runs need --tokenizer_dir.")
     tokenizer = load_tokenizer(tokenizer_dir)
     config = build_config(tokenizer.vocabulary_size)
-    from albert_tf.training.faults import ENV_VAR, Faults
+    from albert_tf.training.pretraining.faults import ENV_VAR, Faults
 
     try:
         Faults(os.environ.get(ENV_VAR))  # a typo in a test's spec fails here
@@ -304,7 +304,7 @@ def main() -> None:
     if not trainer.chief:
         return
     if eval_files:
-        from albert_tf.training.baselines import unigram_baseline
+        from albert_tf.baselines.unigram import unigram_baseline
 
         results.update(
             unigram_baseline(

@@ -58,6 +58,10 @@ class ToyTokenizer(Tokenizer):
     def save(self, directory) -> None:
         raise NotImplementedError
 
+    @classmethod
+    def from_config(cls, directory, config) -> ToyTokenizer:
+        raise NotImplementedError
+
 
 @pytest.fixture(scope="session")
 def toy_tokenizer() -> ToyTokenizer:

@@ -23,8 +23,8 @@ sys.path.insert(0, __file__.rsplit("/", 2)[0])  # tests/, for training_utils
 from training_utils import tiny_albert  # noqa: E402
 
 from albert_tf.tokenizers import load_tokenizer  # noqa: E402
-from albert_tf.training.options import PretrainingOptions  # noqa: E402
-from albert_tf.training.trainer import PretrainingTrainer  # noqa: E402
+from albert_tf.training.pretraining.options import PretrainingOptions  # noqa: E402
+from albert_tf.training.pretraining.trainer import PretrainingTrainer  # noqa: E402
 
 config = tiny_albert(load_tokenizer(tokenizer_dir).vocabulary_size)
 options = PretrainingOptions(

@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 from training_utils import flat_weights, tiny_albert, tiny_options
 
-from albert_tf.training import checkpoint_layout
-from albert_tf.training.trainer import PretrainingTrainer
+from albert_tf.training.pretraining import checkpoint_layout
+from albert_tf.training.pretraining.trainer import PretrainingTrainer
 
 
 def _trainer(tmp_path, prepared, vocab, steps):

@@ -10,8 +10,8 @@ import tensorflow as tf
 from training_utils import tiny_albert, tiny_options
 
 from albert_tf.data.pipeline import check_serializable, pretraining_dataset
-from albert_tf.training import checkpoint_layout
-from albert_tf.training.trainer import PretrainingTrainer
+from albert_tf.training.pretraining import checkpoint_layout
+from albert_tf.training.pretraining.trainer import PretrainingTrainer
 
 
 @pytest.fixture(scope="module")

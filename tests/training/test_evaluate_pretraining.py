@@ -12,7 +12,7 @@ import pytest
 from training_utils import scoring_batches, tiny_albert, tiny_options
 
 from albert_tf.checkpoints.saved_format import save_model
-from albert_tf.training.trainer import PretrainingTrainer
+from albert_tf.training.pretraining.trainer import PretrainingTrainer
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Faults of real pretraining processes, injected deterministically.
 
-``ALBERT_TF_FAULTS`` (albert_tf.training.faults) kills a run at named points
+``ALBERT_TF_FAULTS`` (albert_tf.training.pretraining.faults) kills a run at named points
 or sends it SIGTERM; each restart must resume where the guarantees in
 docs/pretraining.md ("When things go wrong") say, and finish with the weights
 and learning curve of a run that was never interrupted.

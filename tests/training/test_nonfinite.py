@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from training_utils import tiny_albert, tiny_options
 
-from albert_tf.training.trainer import PretrainingTrainer
+from albert_tf.training.pretraining.trainer import PretrainingTrainer
 
 
 def _state(trainer):

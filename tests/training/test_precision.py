@@ -9,7 +9,7 @@ from training_utils import tiny_albert, tiny_options
 
 from albert_tf.hardware import cpu_flags
 from albert_tf.training.precision import resolve_precision
-from albert_tf.training.trainer import PretrainingTrainer
+from albert_tf.training.pretraining.trainer import PretrainingTrainer
 
 
 def test_kernel_build_does_not_import_the_training_layer():

@@ -8,8 +8,8 @@ import pytest
 from testing_utils import tiny_config
 
 from albert_tf.training.metrics_log import METRICS_FILE, MetricsLog
-from albert_tf.training.options import PretrainingOptions
-from albert_tf.training.run_record import (
+from albert_tf.training.pretraining.options import PretrainingOptions
+from albert_tf.training.pretraining.run_record import (
     OPTIONAL_OPTIONS,
     RESUMABLE_OPTIONS,
     RUN_FILE,

@@ -11,7 +11,7 @@ import tensorflow as tf
 from training_utils import tiny_albert, tiny_options
 
 from albert_tf.data.examples import PretrainingExample, serialize_example
-from albert_tf.training.trainer import PretrainingTrainer
+from albert_tf.training.pretraining.trainer import PretrainingTrainer
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from training_utils import flat_weights, tiny_albert, tiny_options
 
-from albert_tf.training.trainer import PretrainingTrainer
+from albert_tf.training.pretraining.trainer import PretrainingTrainer
 
 
 def _train(tmp_path, prepared, vocab, name, config_overrides=None, **options):

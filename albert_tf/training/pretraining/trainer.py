@@ -3,14 +3,14 @@
 One code path serves every strategy (default, one device, mirrored,
 multi-worker, TPU). `PretrainingTrainer` is the loop; its parts live beside it:
 
-* `albert_tf.training.options`: `PretrainingOptions`, the recipe.
-* `albert_tf.training.steps`: the compiled steps (how a global batch is
+* `albert_tf.training.pretraining.options`: `PretrainingOptions`, the recipe.
+* `albert_tf.training.pretraining.steps`: the compiled steps (how a global batch is
   split over replicas, losses normalised, gradients reduced, clipped and
   accumulated).
-* `albert_tf.training.checkpoint_layout`: where checkpoints go. They hold
+* `albert_tf.training.pretraining.checkpoint_layout`: where checkpoints go. They hold
   model, optimizer (its step counter is the global step) and the input
   iterator, so a restarted run continues where it stopped on the same data.
-* `albert_tf.training.run_record`: refuses to resume another model or recipe.
+* `albert_tf.training.pretraining.run_record`: refuses to resume another model or recipe.
 * `albert_tf.training.metrics_log`: TensorBoard and ``metrics.jsonl``.
 """
 
@@ -30,17 +30,17 @@ from tqdm import tqdm
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
-from albert_tf.training import checkpoint_layout, run_record
-from albert_tf.training import faults as fault_hooks
 from albert_tf.training.evaluation import sum_over_batches, with_standard_errors
-from albert_tf.training.faults import Faults
 from albert_tf.training.losses import summarize
 from albert_tf.training.metrics_log import MetricsLog
 from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
-from albert_tf.training.options import PretrainingOptions
 from albert_tf.training.precision import dtype_policy, resolve_precision
-from albert_tf.training.preemption import PREEMPTED_EXIT_CODE, PreemptionSaver
-from albert_tf.training.steps import PretrainingSteps
+from albert_tf.training.pretraining import checkpoint_layout, run_record
+from albert_tf.training.pretraining import faults as fault_hooks
+from albert_tf.training.pretraining.faults import Faults
+from albert_tf.training.pretraining.options import PretrainingOptions
+from albert_tf.training.pretraining.preemption import PREEMPTED_EXIT_CODE, PreemptionSaver
+from albert_tf.training.pretraining.steps import PretrainingSteps
 from albert_tf.training.strategies import (
     WorkerLostError,
     is_chief,

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from albert_tf.training.bag_of_units_baseline import (
+from albert_tf.baselines.bag_of_units import (
     SparseRows,
     bag_of_units_baseline,
     fit_bag_of_units,

@@ -28,10 +28,10 @@ import tensorflow as tf
 
 from albert_tf import kernels
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
-from albert_tf.training.faults import Faults
 from albert_tf.training.losses import masked_lm_sums, sentence_order_sums
 from albert_tf.training.optimization import AlbertOptimizer
-from albert_tf.training.options import PretrainingOptions
+from albert_tf.training.pretraining.faults import Faults
+from albert_tf.training.pretraining.options import PretrainingOptions
 
 
 def variables_to_train(model: AlbertPretrainingModel, sentence_task: str) -> list:
@@ -85,7 +85,7 @@ class PretrainingSteps:
         self.num_replicas = strategy.num_replicas_in_sync
         self.variables = variables_to_train(model, options.sentence_task)
         optimizer.build(self.variables)
-        # Testing hook (albert_tf.training.faults): multiplies the loss; set
+        # Testing hook (albert_tf.training.pretraining.faults): multiplies the loss; set
         # to inf to make one step's gradients non-finite. Not checkpointed.
         self.loss_factor: tf.Variable | None = None
         if Faults(options.faults).injects_nonfinite:

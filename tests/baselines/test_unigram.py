@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 from training_utils import scoring_batches
 
+from albert_tf.baselines.unigram import unigram_baseline
 from albert_tf.tokenizers import load_tokenizer
-from albert_tf.training.baselines import unigram_baseline
 
 
 def test_unigram_baseline_matches_a_python_count(prepared, vocab):

@@ -77,7 +77,7 @@ per replica and micro-batch (128 × 1 accumulation steps × 1 replicas); set \
     #: Stop after this many optimizer steps in a row skipped for a non-finite
     #: gradient (each skipped step leaves weights and optimizer unchanged).
     max_consecutive_nonfinite_steps: int = 10
-    #: Testing hook (`albert_tf.training.faults`): faults to inject, e.g.
+    #: Testing hook (`albert_tf.training.pretraining.faults`): faults to inject, e.g.
     #: "nonfinite_at_step:3". The pretrain command reads ALBERT_TF_FAULTS.
     faults: str | None = None
 

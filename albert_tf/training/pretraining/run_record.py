@@ -15,7 +15,7 @@ from typing import Any
 
 from albert_tf.config import AlbertConfig
 from albert_tf.storage import write_json_atomic
-from albert_tf.training.options import PretrainingOptions
+from albert_tf.training.pretraining.options import PretrainingOptions
 
 RUN_FILE = "pretraining_run.json"
 # Options that may change between a run and its resumption: where things

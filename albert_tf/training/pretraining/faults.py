@@ -10,7 +10,7 @@ the environment. A spec is comma-separated ``NAME:STEP`` items:
     every attempt from step N on gets an infinite loss.
 ``sigterm_at_step:N``
     after step N the process sends itself SIGTERM, as a preempting
-    scheduler does (it then saves and exits, see `albert_tf.training.preemption`).
+    scheduler does (it then saves and exits, see `albert_tf.training.pretraining.preemption`).
 ``kill_after_metrics:N``
     SIGKILL right after step N's metrics line is written (before its
     checkpoint, if it has one).
