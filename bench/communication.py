@@ -231,7 +231,7 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
             progress_bar=False,
         )
         trainer = PretrainingTrainer(config, options, strategy)
-        batch = next(trainer._train_iterator)
+        batch = next(trainer.train_iterator)
 
         def trainer_step() -> float:
             out = trainer.steps.train_fn(*trainer.steps.distribute(batch))

@@ -58,17 +58,19 @@ def build_ours_step(
 ) -> tuple[Callable[[], float], dict]:
     """This package's real training step on the shared batch.
 
-    Builds a `PretrainingTrainer` (LAMB, global-norm clipping) on synthetic
-    shards, takes one batch from its own input iterator for the structure and
-    dtypes, fills it with the shared batch and returns a step that runs
-    ``trainer.steps.train_fn(*trainer.steps.distribute(batch))``: the input pipeline is
-    not timed. Change the trainer options here to benchmark another setup.
+    Builds the trainer's model, optimizer (LAMB, global-norm clipping) and
+    replicated step (`trainer.build_model`, `build_optimizer`, `PretrainingSteps`)
+    with no run directory, takes one batch of its input pipeline on synthetic shards
+    for the structure and dtypes, fills it with the shared batch and returns a step
+    that runs ``steps.train_fn(*steps.distribute(batch))``: the input pipeline is not
+    timed. Change the options here to benchmark another setup.
     """
     import tensorflow as tf
     from input_pipeline import synthetic_vocab, write_synthetic_shards
 
     from albert_tf.training.pretraining.options import PretrainingOptions
-    from albert_tf.training.pretraining.trainer import PretrainingTrainer
+    from albert_tf.training.pretraining.steps import PretrainingSteps
+    from albert_tf.training.pretraining.trainer import build_inputs, build_model, build_optimizer
 
     pattern = write_synthetic_shards(workdir, shape.seq, num_examples=8 * shape.batch)
     synthetic_vocab().save(workdir)  # the pipeline reads masking_vocab.json
@@ -85,8 +87,11 @@ def build_ours_step(
         fused_kernels=fused_kernels,
         progress_bar=False,
     )
-    trainer = PretrainingTrainer(albert_config_for(shape), options)
-    features, labels = next(trainer._train_iterator)
+    # The trainer's own parts, without its run directory: the model, LAMB and the
+    # replicated step, and one batch from its input pipeline for structure and dtypes.
+    model = build_model(albert_config_for(shape), options)
+    steps = PretrainingSteps(model, build_optimizer(options), tf.distribute.get_strategy(), options)
+    features, labels = next(iter(build_inputs(options)))
     data = synthetic_batch(shape)
 
     def fill(part: dict) -> dict:
@@ -101,14 +106,14 @@ def build_ours_step(
     batch = (fill(features), fill(labels))
 
     def step() -> float:
-        out = trainer.steps.train_fn(*trainer.steps.distribute(batch))
+        out = steps.train_fn(*steps.distribute(batch))
         return float(
             out["mlm_loss_sum"] / out["mlm_count"] + out["sop_loss_sum"] / out["sop_count"]
         )
 
     info = {
         "optimizer": "LAMB (AlbertOptimizer, layer adaptation) + clip by global norm 1.0",
-        "model": "albert_tf.AlbertPretrainingModel via PretrainingTrainer",
+        "model": "albert_tf.AlbertPretrainingModel (trainer.build_model)",
         "dtype_policy": {"float32": "float32", "bfloat16": "mixed_bfloat16"}[precision],
         "attention": "albert_tf encoder (padding mask applied)",
         "fused_kernels": fused_kernels,

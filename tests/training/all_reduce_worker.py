@@ -58,7 +58,7 @@ options = PretrainingOptions(
 config = tiny_albert(load_tokenizer(tokenizer_dir).vocabulary_size)
 trainer = PretrainingTrainer(config, options, strategy)
 steps = trainer.steps
-batch = next(trainer._train_iterator)
+batch = next(trainer.train_iterator)
 if accumulation == 1:
     traced = steps.train_fn.get_concrete_function(*steps.distribute(batch))
 else:

@@ -81,8 +81,48 @@ def data_service_job_name(options: PretrainingOptions) -> str:
     return f"albert_tf_pretrain_{digest}"
 
 
+def build_model(config: AlbertConfig, options: PretrainingOptions) -> AlbertPretrainingModel:
+    """The model a run trains, in the run's (resolved) precision. Call it under the
+    strategy's scope."""
+    return AlbertPretrainingModel.from_albert_config(config, dtype=dtype_policy(options.precision))
+
+
+def build_optimizer(options: PretrainingOptions) -> keras.optimizers.Optimizer:
+    """LAMB (or AdamW) with warm-up and polynomial decay; float16 wraps it in loss
+    scaling. Call it under the strategy's scope."""
+    schedule = WarmupPolynomialDecay(
+        options.learning_rate, options.num_train_steps, options.num_warmup_steps
+    )
+    optimizer = AlbertOptimizer(
+        learning_rate=schedule,
+        weight_decay_rate=options.weight_decay_rate,
+        layer_adaptation=options.optimizer == "lamb",
+    )
+    if options.precision == "float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def build_inputs(options: PretrainingOptions, num_replicas: int = 1) -> tf.data.Dataset:
+    """The run's masked global batches (features, labels), each a multiple of
+    ``num_replicas`` examples."""
+    return pretraining_dataset(
+        options.train_files,
+        batch_size=options.micro_batch_size,
+        max_seq_length=options.max_seq_length,
+        max_predictions_per_seq=options.max_predictions_per_seq,
+        seed=options.seed,
+        tokens_per_batch=options.micro_batch_tokens,
+        batch_size_multiple=num_replicas,
+        data_service=options.data_service,
+        data_service_mode=options.data_service_mode,
+        job_name=data_service_job_name(options) if options.data_service else None,
+    )
+
+
 class PretrainingTrainer:
-    """Builds model, optimizer and data under a strategy and trains.
+    """Builds model, optimizer and data under a strategy (`build_model`,
+    `build_optimizer`, `build_inputs`), claims the run directory and trains.
 
     Example:
         >>> trainer = PretrainingTrainer(config, options, strategy)  # doctest: +SKIP
@@ -130,45 +170,20 @@ class PretrainingTrainer:
         keras.utils.set_random_seed(options.seed)
 
         with self.strategy.scope():
-            self.model = AlbertPretrainingModel.from_albert_config(
-                config, dtype=dtype_policy(options.precision)
-            )
-            schedule = WarmupPolynomialDecay(
-                options.learning_rate, options.num_train_steps, options.num_warmup_steps
-            )
-            optimizer = AlbertOptimizer(
-                learning_rate=schedule,
-                weight_decay_rate=options.weight_decay_rate,
-                layer_adaptation=options.optimizer == "lamb",
-            )
-            if options.precision == "float16":
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-            self.optimizer = optimizer
-            self.steps = PretrainingSteps(self.model, optimizer, self.strategy, options)
+            self.model = build_model(config, options)
+            self.optimizer = build_optimizer(options)
+            self.steps = PretrainingSteps(self.model, self.optimizer, self.strategy, options)
         # A plain iterator over global batches: checkpointable (a
         # DistributedIterator is not), and identical on every worker, so the
         # chief's saved position is right for all of them. With a tf.data
         # service the global batches come from the service, one per request.
-        self._train_iterator = iter(
-            pretraining_dataset(
-                options.train_files,
-                batch_size=options.micro_batch_size,
-                max_seq_length=options.max_seq_length,
-                max_predictions_per_seq=options.max_predictions_per_seq,
-                seed=options.seed,
-                tokens_per_batch=options.micro_batch_tokens,
-                batch_size_multiple=self.num_replicas,
-                data_service=options.data_service,
-                data_service_mode=options.data_service_mode,
-                job_name=data_service_job_name(options) if options.data_service else None,
-            )
-        )
+        self.train_iterator = iter(build_inputs(options, self.num_replicas))
         # A service iterator cannot be saved: its run resumes with the
         # service's next batches instead of at the same input position.
         self.checkpoint = checkpoint_layout.training_checkpoint(
             self.model,
             self.optimizer,
-            None if options.data_service else self._train_iterator,
+            None if options.data_service else self.train_iterator,
         )
         self.manager = tf.train.CheckpointManager(
             self.checkpoint,
@@ -193,7 +208,7 @@ class PretrainingTrainer:
         # The step's micro-batches are read first: with accumulation, their
         # total counts normalise every one of them.
         batches = [
-            next(self._train_iterator) for _ in range(self.options.gradient_accumulation_steps)
+            next(self.train_iterator) for _ in range(self.options.gradient_accumulation_steps)
         ]
         factor = self.steps.loss_factor
         injected = factor is not None and self.faults.nonfinite(self.step + 1)
