@@ -44,6 +44,15 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from albert_tf.training.pretraining.hooks import TrainerHook
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from albert_tf.training.pretraining.steps import PretrainingSteps
 
 #: The environment variable the ``pretrain`` command reads the spec from.
 ENV_VAR = "ALBERT_TF_FAULTS"
@@ -102,3 +111,54 @@ def kill_this_process() -> None:
 def send_sigterm_to_this_process() -> None:
     """The signal a preempting scheduler sends; handled like a real one."""
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+class FaultInjection(TrainerHook):
+    """The trainer hook that carries out a `Faults` spec.
+
+    A non-finite loss comes in through a loss wrapper installed on the steps (a
+    factor variable, 1 except at the faulted attempts), so the step graph holds
+    nothing of it unless a run asks for it.
+    """
+
+    def __init__(self, faults: Faults):
+        self.faults = faults
+        self._factor: tf.Variable | None = None
+        self._injected = False
+
+    def install(self, steps: PretrainingSteps) -> None:
+        if not self.faults.injects_nonfinite:
+            return
+        import tensorflow as tf
+
+        with steps.strategy.scope():
+            self._factor = tf.Variable(1.0, trainable=False, name="fault_loss_factor")
+        factor = self._factor
+        steps.loss_transforms.append(lambda loss: loss * factor)
+
+    def before_step(self, step: int) -> None:
+        self._injected = self._factor is not None and self.faults.nonfinite(step)
+        if self._injected:
+            self._factor.assign(float("inf"))
+
+    def after_step(self, step: int) -> None:
+        if self._injected:
+            self._factor.assign(1.0)
+            self._injected = False
+
+    def after_metrics(self, step: int) -> None:
+        if self.faults.fires("kill_after_metrics", step):
+            kill_this_process()
+
+    def before_save(self, step: int) -> None:
+        if self.faults.fires("kill_before_save", step):
+            kill_this_process()
+
+    def during_save(self, step: int, write_half: Callable[[], None]) -> None:
+        if self.faults.fires("kill_during_save", step):
+            write_half()
+            kill_this_process()
+
+    def on_step_end(self, step: int) -> None:
+        if self.faults.fires("sigterm_at_step", step):
+            send_sigterm_to_this_process()

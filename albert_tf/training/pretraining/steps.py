@@ -20,7 +20,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
@@ -30,7 +30,6 @@ from albert_tf import kernels
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
 from albert_tf.training.losses import masked_lm_sums, sentence_order_sums
 from albert_tf.training.optimization import AlbertOptimizer
-from albert_tf.training.pretraining.faults import Faults
 from albert_tf.training.pretraining.options import PretrainingOptions
 
 
@@ -85,11 +84,9 @@ class PretrainingSteps:
         self.num_replicas = strategy.num_replicas_in_sync
         self.variables = variables_to_train(model, options.sentence_task)
         optimizer.build(self.variables)
-        # Testing hook (albert_tf.training.pretraining.faults): multiplies the loss; set
-        # to inf to make one step's gradients non-finite. Not checkpointed.
-        self.loss_factor: tf.Variable | None = None
-        if Faults(options.faults).injects_nonfinite:
-            self.loss_factor = tf.Variable(1.0, trainable=False, name="fault_loss_factor")
+        #: Applied in order to each micro-batch's loss before its gradients; a
+        #: `TrainerHook` may add one in `install`, before the steps are traced.
+        self.loss_transforms: list[Callable[[tf.Tensor], tf.Tensor]] = []
         self._accumulators: list[tf.Variable] = []
         if options.gradient_accumulation_steps > 1:
             self._accumulators = [
@@ -180,8 +177,8 @@ class PretrainingSteps:
             loss = sums["mlm_loss_sum"] / normalizers[0]
             if self.options.sentence_task != "none":
                 loss += sums["sop_loss_sum"] / normalizers[1]
-            if self.loss_factor is not None:
-                loss *= self.loss_factor
+            for transform in self.loss_transforms:
+                loss = transform(loss)
             scaled = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, self.variables)
         return [tf.convert_to_tensor(g, tf.float32) for g in grads], sums

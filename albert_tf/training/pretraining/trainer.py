@@ -17,11 +17,13 @@ multi-worker, TPU). `PretrainingTrainer` is the loop; its parts live beside it:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
 import shutil
 import time
+from collections.abc import Sequence
 
 import keras
 import tensorflow as tf
@@ -36,8 +38,8 @@ from albert_tf.training.metrics_log import MetricsLog
 from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
 from albert_tf.training.precision import dtype_policy, resolve_precision
 from albert_tf.training.pretraining import checkpoint_layout, run_record
-from albert_tf.training.pretraining import faults as fault_hooks
-from albert_tf.training.pretraining.faults import Faults
+from albert_tf.training.pretraining.faults import FaultInjection, Faults
+from albert_tf.training.pretraining.hooks import Hooks, TrainerHook
 from albert_tf.training.pretraining.options import PretrainingOptions
 from albert_tf.training.pretraining.preemption import PREEMPTED_EXIT_CODE, PreemptionSaver
 from albert_tf.training.pretraining.steps import PretrainingSteps
@@ -135,6 +137,7 @@ class PretrainingTrainer:
         config: AlbertConfig,
         options: PretrainingOptions,
         strategy: tf.distribute.Strategy | None = None,
+        hooks: Sequence[TrainerHook] = (),
     ):
         self.config = config
         self.strategy = strategy or tf.distribute.get_strategy()
@@ -162,7 +165,8 @@ class PretrainingTrainer:
         self.chief = is_chief(self.strategy)
         run_record.check_compatible(options.model_dir, run_record.run_record(config, options))
         self.metrics = MetricsLog(options.model_dir, chief=self.chief)
-        self.faults = Faults(options.faults)
+        faults = Faults(options.faults)
+        self.hooks = Hooks([*([FaultInjection(faults)] if faults else []), *hooks])
         #: The checkpoint `restore` read, if any.
         self.restored_from: str | None = None
         # Evaluation depends only on the weights: cached per step.
@@ -173,6 +177,7 @@ class PretrainingTrainer:
             self.model = build_model(config, options)
             self.optimizer = build_optimizer(options)
             self.steps = PretrainingSteps(self.model, self.optimizer, self.strategy, options)
+            self.hooks.install(self.steps)
         # A plain iterator over global batches: checkpointable (a
         # DistributedIterator is not), and identical on every worker, so the
         # chief's saved position is right for all of them. With a tf.data
@@ -210,13 +215,10 @@ class PretrainingTrainer:
         batches = [
             next(self.train_iterator) for _ in range(self.options.gradient_accumulation_steps)
         ]
-        factor = self.steps.loss_factor
-        injected = factor is not None and self.faults.nonfinite(self.step + 1)
-        if injected:
-            factor.assign(float("inf"))
+        step = self.step + 1
+        self.hooks.before_step(step)
         sums = self.steps.train(batches)
-        if injected:
-            factor.assign(1.0)
+        self.hooks.after_step(step)
         # Counted, not assumed: token-budget batches vary in size.
         sums["examples"] = float(sum(int(f["padding_mask"].shape[0]) for f, _ in batches))
         sums["tokens"] = float(sum(int(tf.reduce_sum(f["padding_mask"])) for f, _ in batches))
@@ -356,8 +358,7 @@ class PretrainingTrainer:
                     skipped=skipped_total,
                 )
                 window, window_start, window_steps = {}, time.perf_counter(), 0
-            if self.faults.fires("kill_after_metrics", step):
-                fault_hooks.kill_this_process()
+            self.hooks.after_metrics(step)
             if (
                 options.eval_files
                 and options.eval_every_steps
@@ -368,18 +369,16 @@ class PretrainingTrainer:
             # between resumes from the previous checkpoint and rewrites them,
             # so the learning curve never misses a step.
             if step % options.save_checkpoints_steps == 0:
-                if self.faults.fires("kill_before_save", step):
-                    fault_hooks.kill_this_process()
-                if self.faults.fires("kill_during_save", step):
-                    checkpoint_layout.write_half_checkpoint(
-                        self.checkpoint,
-                        checkpoint_layout.checkpoint_path(self._checkpoint_dir(), step),
-                    )
-                    fault_hooks.kill_this_process()
+                self.hooks.before_save(step)
+                self.hooks.during_save(step, functools.partial(self._write_half, step))
                 self.manager.save(checkpoint_number=step)
-            if self.faults.fires("sigterm_at_step", step):
-                fault_hooks.send_sigterm_to_this_process()
+            self.hooks.on_step_end(step)
         return last
+
+    def _write_half(self, step: int) -> None:
+        checkpoint_layout.write_half_checkpoint(
+            self.checkpoint, checkpoint_layout.checkpoint_path(self._checkpoint_dir(), step)
+        )
 
     def _save_current_step(self) -> None:
         current = checkpoint_layout.checkpoint_path(self._checkpoint_dir(), self.step)
