@@ -65,6 +65,7 @@ def build_ours_step(
     that runs ``steps.train_fn(*steps.distribute(batch))``: the input pipeline is not
     timed. Change the options here to benchmark another setup.
     """
+    import keras
     import tensorflow as tf
     from input_pipeline import synthetic_vocab, write_synthetic_shards
 
@@ -89,6 +90,7 @@ def build_ours_step(
     )
     # The trainer's own parts, without its run directory: the model, LAMB and the
     # replicated step, and one batch from its input pipeline for structure and dtypes.
+    keras.utils.set_random_seed(options.seed)  # as the trainer seeds its weights
     model = build_model(albert_config_for(shape), options)
     steps = PretrainingSteps(model, build_optimizer(options), tf.distribute.get_strategy(), options)
     features, labels = next(iter(build_inputs(options)))

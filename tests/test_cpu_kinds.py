@@ -90,7 +90,7 @@ def _env(isa: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2400)
+@pytest.mark.timeout(3000)
 def test_numerics_hold_one_instruction_set_down(tmp_path):
     isa = lower_isa(cpu_flags())
     if isa is None:

@@ -1,6 +1,6 @@
 """What a fine-tuned classifier must beat: logistic regression on a bag of units.
 
-Each text becomes the set of its units (`overlap_baseline.text_units`: Chinese,
+Each text becomes the set of its units (`overlap.text_units`: Chinese,
 Japanese and Korean characters one by one, other text by lower-cased word); the
 units of ``text_pair`` get a prefix, so they are features apart from the same
 units in ``text`` and a pair task can be learnt. A unit is a feature if at least

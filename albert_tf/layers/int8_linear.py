@@ -99,7 +99,9 @@ class Int8Linear(tf.Module):
         )
         # On CPUs whose TensorFlow kernels take no int8 (no AVX-512 or AVX-VNNI-INT8:
         # albert_tf.hardware.ONEDNN_DTYPE_FLAGS), the op returns an empty tensor rather
-        # than failing. Say so, instead of a shape error further on.
+        # than failing. Say so, instead of a shape error further on. (Eagerly, or in a
+        # graph whose batch size is unknown, as a SavedModel's: a graph with every
+        # shape fixed folds the check away, trusting the op's declared output shape.)
         check = tf.debugging.assert_equal(
             tf.size(product),
             tf.shape(flat)[0] * self.shape[1],

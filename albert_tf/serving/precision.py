@@ -19,11 +19,11 @@ from albert_tf.layers.layer_norm import AlbertLayerNormalization
 SERVING_PRECISIONS = ("float32", "bfloat16", "int8")
 # The CPU features each lower precision needs to be faster than float32 (oneDNN
 # dispatches to them): bf16 dot products (Cooper Lake, Zen 4+; AMX on Sapphire
-# Rapids+), and int8 dot products (VNNI: Cascade Lake, Zen 4+; AVX-VNNI on
-# Alder Lake+; AMX).
+# Rapids+), and int8 dot products (VNNI: Cascade Lake, Zen 4+; AMX). AVX-VNNI alone
+# (Alder Lake) is not enough: TensorFlow runs int8 only with AVX-512 or AVX-VNNI-INT8.
 FAST_ON = {
     "bfloat16": ("avx512_bf16", "amx_bf16"),
-    "int8": ("avx512_vnni", "avx_vnni", "amx_int8"),
+    "int8": ("avx512_vnni", "amx_int8"),
 }
 #: The CPU flags an export records.
 RELEVANT_CPU_FLAGS = frozenset(PRECISION_CPU_FLAGS)

@@ -76,7 +76,9 @@ def test_int8_on_a_cpu_without_int8_kernels_says_why():
     rng = np.random.RandomState(4)
     layer = Int8Linear(rng.randn(16, 8).astype("float32"))
     x = tf.constant(rng.randn(3, 16).astype("float32"))
-    for call in (layer, tf.function(layer)):
+    # eagerly, and as a SavedModel runs it: a graph with the batch size unknown
+    graph = tf.function(layer, input_signature=[tf.TensorSpec([None, 16], tf.float32)])
+    for call in (layer, graph):
         with pytest.raises(tf.errors.InvalidArgumentError, match="does not run on this CPU"):
             call(x)
     assert "does not run on this CPU" in precision_warning("int8")

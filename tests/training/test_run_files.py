@@ -82,3 +82,17 @@ def test_a_non_chief_metrics_log_writes_nothing(tmp_path):
     log.write("eval", {"mlm_loss": 1.0}, 5)
     log.truncate(0)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("root", ["ram://albert_tf_run_files", "file://{tmp}"])
+def test_the_run_record_lives_behind_a_url(tmp_path, root, monkeypatch):
+    # A gs:// model_dir: the record is read and written there, and nothing lands in a
+    # local folder named after the scheme.
+    monkeypatch.chdir(tmp_path)
+    model_dir = root.format(tmp=tmp_path / "remote") + "/run"
+    options = PretrainingOptions(model_dir, "train-*", num_train_steps=10)
+    write_run_record(model_dir, run_record(CONFIG, options))
+    assert read_run_record(model_dir) == run_record(CONFIG, options)
+    with pytest.raises(ValueError, match=r"options\.seed"):
+        check_compatible(model_dir, run_record(CONFIG, dataclasses.replace(options, seed=7)))
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(":")]

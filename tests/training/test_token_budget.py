@@ -58,7 +58,7 @@ def test_larger_batches_do_not_scale_the_loss(tmp_path, prepared, vocab):
         PretrainingTrainer(tiny_albert(vocab), tiny_options(tmp_path / name, prepared))
         for name in ("once", "twice")
     ]
-    features, labels = next(trainers[0]._train_iterator)
+    features, labels = next(trainers[0].train_iterator)
     twice = tf.nest.map_structure(lambda t: tf.concat([t, t], axis=0), (features, labels))
     once_sums = trainers[0].steps.train([(features, labels)])
     twice_sums = trainers[1].steps.train([twice])

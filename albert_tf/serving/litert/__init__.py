@@ -22,7 +22,7 @@ How the SavedModel's text steps are expressed with LiteRT-capable ops:
   the question there. LiteRT cannot join two strings, so the parts and the
   options become one id per (normalised) character under a character-level
   SentencePiece model, are interleaved with numeric ops and turned back into
-  text by ``FastSentencepieceDetokenize`` (`_CharacterText`).
+  text by ``FastSentencepieceDetokenize`` (`CharacterText`).
 * **English (SentencePiece)**: ALBERT's normalisation (lower-casing, whitespace
   collapsing, ``\\`\\``` / ``''`` → ``"``, NFKD + accent stripping) is folded,
   character by character, into the SentencePiece model's own normalisation

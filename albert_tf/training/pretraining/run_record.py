@@ -13,8 +13,8 @@ import json
 import os
 from typing import Any
 
+from albert_tf import storage
 from albert_tf.config import AlbertConfig
-from albert_tf.storage import write_json_atomic
 from albert_tf.training.pretraining.options import PretrainingOptions
 
 RUN_FILE = "pretraining_run.json"
@@ -58,9 +58,9 @@ def run_record(config: AlbertConfig, options: PretrainingOptions) -> dict[str, A
 def read_run_record(model_dir: str) -> dict[str, Any]:
     """The run record a previous run left in ``model_dir`` ({} if none)."""
     path = os.path.join(model_dir, RUN_FILE)
-    if not os.path.exists(path):
+    if not storage.exists(path):
         return {}
-    with open(path, encoding="utf-8") as f:
+    with storage.open_file(path, "r") as f:
         return json.load(f)
 
 
@@ -79,10 +79,10 @@ def check_compatible(model_dir: str, record: dict[str, Any]) -> None:
 def write_run_record(model_dir: str, record: dict[str, Any]) -> None:
     """Claims ``model_dir`` for this run, unless a record is there already."""
     path = os.path.join(model_dir, RUN_FILE)
-    if os.path.exists(path):
+    if storage.exists(path):
         return
-    os.makedirs(model_dir, exist_ok=True)
-    write_json_atomic(path, record, sort_keys=True)  # never a half-written record
+    storage.makedirs(model_dir)
+    storage.write_json_atomic(path, record, sort_keys=True)  # never a half-written record
 
 
 def record_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
