@@ -98,10 +98,10 @@ class Int8Linear(tf.Module):
             input_quant_mode="SCALED",
         )
         # On CPUs whose TensorFlow kernels take no int8 (no AVX-512 or AVX-VNNI-INT8:
-        # albert_tf.hardware.ONEDNN_DTYPE_FLAGS), the op returns an empty tensor rather
-        # than failing. Say so, instead of a shape error further on. (Eagerly, or in a
-        # graph whose batch size is unknown, as a SavedModel's: a graph with every
-        # shape fixed folds the check away, trusting the op's declared output shape.)
+        # albert_tf.hardware.ONEDNN_DTYPE_FLAGS), the op called eagerly returns an empty
+        # tensor rather than failing: say why, instead of a shape error further on. (In
+        # a graph, a SavedModel's, the kernel sets no output and the runtime fails with
+        # "Missing 0-th output from {{node QuantizedMatMulWithBiasAndDequantize}}".)
         check = tf.debugging.assert_equal(
             tf.size(product),
             tf.shape(flat)[0] * self.shape[1],
