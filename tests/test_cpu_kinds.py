@@ -36,6 +36,14 @@ NUMERICS_SENSITIVE = (
     "tests/training/test_precision.py",
 )
 
+#: Tests in those files that compare no numbers (commands, layouts, op lists, token
+#: ids, export layouts), left out of the second pass to keep it short.
+NOT_NUMERICS = (
+    "command_line or chinese_small_layout or wrong_config or packed_ids or no_flex_ops"
+    " or graph_uses_only or bad_input or saved_model_cli or export_layout"
+    " or inside_a_fused_block"
+)
+
 #: oneDNN's instruction-set names (``ONEDNN_MAX_CPU_ISA``), best first, each with the
 #: /proc/cpuinfo flags it needs.
 ISA_LADDER: tuple[tuple[str, frozenset[str]], ...] = (
@@ -99,7 +107,8 @@ def test_numerics_hold_one_instruction_set_down(tmp_path):
     native, capped = _onednn_isa(dict(os.environ)), _onednn_isa(_env(isa))
     assert native != capped, (native, capped)
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    command += ["--basetemp", str(tmp_path / "pytest"), *NUMERICS_SENSITIVE]
+    command += ["--basetemp", str(tmp_path / "pytest"), "-k", f"not ({NOT_NUMERICS})"]
+    command += NUMERICS_SENSITIVE
     result = subprocess.run(
         command, cwd=REPO, env=_env(isa), capture_output=True, text=True, timeout=2300
     )
