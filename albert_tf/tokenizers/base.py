@@ -45,6 +45,8 @@ class Tokenizer(tf.Module, abc.ABC):
 
     #: short name stored in saved assets: "sentencepiece" or "wordpiece"
     kind: str
+    #: the constructor options `options` reports and ``tokenizer.json`` records
+    option_names: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -140,6 +142,15 @@ class Tokenizer(tf.Module, abc.ABC):
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Writes the tokenizer's assets (model file / vocab and a small
         tokenizer.json naming `kind` and options) into ``directory``."""
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.option_names}
+
+    @classmethod
+    def options_in(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """The options of ``config`` this class takes (others are ignored)."""
+        return {name: config[name] for name in cls.option_names if name in config}
 
     @classmethod
     @abc.abstractmethod

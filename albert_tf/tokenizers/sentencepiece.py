@@ -91,10 +91,6 @@ def normalize_text(
     return texts
 
 
-# What `options` holds and tokenizer.json records.
-_OPTION_NAMES = ("lower_case", "remove_space", "keep_accents", "split_digit_comma")
-
-
 class SentencePieceTokenizer(Tokenizer):
     """ALBERT's SentencePiece tokenizer as a ``tf.Module``.
 
@@ -112,6 +108,7 @@ class SentencePieceTokenizer(Tokenizer):
     """
 
     kind = "sentencepiece"
+    option_names = ("lower_case", "remove_space", "keep_accents", "split_digit_comma")
 
     def __init__(
         self,
@@ -175,17 +172,9 @@ class SentencePieceTokenizer(Tokenizer):
 
     @classmethod
     def from_config(cls, directory: Path, config: dict[str, Any]) -> SentencePieceTokenizer:
-        options = {k: config[k] for k in _OPTION_NAMES if k in config}
-        return cls.from_file(directory / config.get("model_file", MODEL_FILENAME), **options)
-
-    @property
-    def options(self) -> dict[str, bool]:
-        return {
-            "lower_case": self.lower_case,
-            "remove_space": self.remove_space,
-            "keep_accents": self.keep_accents,
-            "split_digit_comma": self.split_digit_comma,
-        }
+        return cls.from_file(
+            directory / config.get("model_file", MODEL_FILENAME), **cls.options_in(config)
+        )
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Writes ``spiece.model`` and ``tokenizer.json`` into ``directory``."""

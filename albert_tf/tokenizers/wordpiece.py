@@ -111,10 +111,6 @@ def read_vocab(vocab_file: str | os.PathLike[str]) -> list[str]:
     return tokens
 
 
-# What `options` holds and tokenizer.json records.
-_OPTION_NAMES = ("lower_case", "tokenize_chinese_chars", "max_input_chars_per_word")
-
-
 class WordPieceTokenizer(Tokenizer):
     """BERT/Chinese-ALBERT WordPiece tokenizer as a ``tf.Module``.
 
@@ -133,6 +129,7 @@ class WordPieceTokenizer(Tokenizer):
     """
 
     kind = "wordpiece"
+    option_names = ("lower_case", "tokenize_chinese_chars", "max_input_chars_per_word")
 
     def __init__(
         self,
@@ -185,14 +182,6 @@ class WordPieceTokenizer(Tokenizer):
 
     # -- construction ------------------------------------------------------
 
-    @property
-    def options(self) -> dict[str, bool | int]:
-        return {
-            "lower_case": self.lower_case,
-            "tokenize_chinese_chars": self.tokenize_chinese_chars,
-            "max_input_chars_per_word": self.max_input_chars_per_word,
-        }
-
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Writes ``vocab.txt`` and ``tokenizer.json`` into ``directory``."""
         out = Path(directory)
@@ -204,8 +193,7 @@ class WordPieceTokenizer(Tokenizer):
 
     @classmethod
     def from_config(cls, directory: Path, config: dict[str, Any]) -> WordPieceTokenizer:
-        options = {k: config[k] for k in _OPTION_NAMES if k in config}
-        return cls(directory / config.get("vocab_file", VOCAB_FILENAME), **options)
+        return cls(directory / config.get("vocab_file", VOCAB_FILENAME), **cls.options_in(config))
 
     # -- ids ---------------------------------------------------------------
 
