@@ -11,8 +11,9 @@ from __future__ import annotations
 #: The CPU features with which TensorFlow's oneDNN kernels take each lower
 #: precision (``IsDataTypeSupportedByOneDNNOnThisCPU`` in tensorflow/core/util/util.cc).
 #: Without them a bfloat16 matmul falls back to Eigen (correct, slow), and the
-#: quantized int8 matmul returns an *empty* tensor: int8 does not run at all, as
-#: on AVX2-only CPUs (AMD Zen 1-3, Intel before Skylake-SP).
+#: quantized int8 matmul computes nothing (an empty tensor eagerly, no output in a
+#: graph): int8 does not run at all, as on AVX2-only CPUs (AMD Zen 1-3, Intel
+#: before Skylake-SP).
 ONEDNN_DTYPE_FLAGS = {
     "bfloat16": ("avx512f", "avx_ne_convert"),
     "int8": ("avx512f", "avx_vnni_int8"),

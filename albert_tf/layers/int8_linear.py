@@ -13,7 +13,8 @@ from albert_tf.layers.projection_inputs import as_matrix, kernel_and_bias, like_
 # ``quantize("int8")`` lowers to an Eigen int32 matmul that is 2.8x *slower* than
 # float32 here (bench/README.md, "Serving").
 INT8_MATMUL_OP = "QuantizedMatMulWithBiasAndDequantize"
-#: What a served int8 model says on a CPU where that op does not run.
+#: What an eager call says on a CPU where that op does not run (a served graph fails
+#: earlier, naming the op).
 INT8_UNSUPPORTED_MESSAGE = (
     "TensorFlow's int8 matmul does not run on this CPU (it needs AVX-512 or "
     "AVX-VNNI-INT8): serve this model's float32 or bfloat16 export here"
@@ -99,13 +100,12 @@ class Int8Linear(tf.Module):
         )
         # On CPUs whose TensorFlow kernels take no int8 (no AVX-512 or AVX-VNNI-INT8:
         # albert_tf.hardware.ONEDNN_DTYPE_FLAGS), the op called eagerly returns an empty
-        # tensor rather than failing: say why, instead of a shape error further on. (In
-        # a graph, a SavedModel's, the kernel sets no output and the runtime fails with
-        # "Missing 0-th output from {{node QuantizedMatMulWithBiasAndDequantize}}".)
-        check = tf.debugging.assert_equal(
-            tf.size(product),
-            tf.shape(flat)[0] * self.shape[1],
-            message=INT8_UNSUPPORTED_MESSAGE,
-        )
-        with tf.control_dependencies([check]):
-            return like_input(product * self.scale, x)
+        # tensor rather than failing: say why, instead of a shape error further on. In a
+        # graph (a SavedModel's) the kernel sets no output and the runtime itself fails
+        # with "Missing 0-th output from {{node QuantizedMatMulWithBiasAndDequantize}}",
+        # so the served graph carries no check.
+        if tf.executing_eagerly() and product.shape.num_elements() != (
+            flat.shape[0] * self.shape[1]
+        ):
+            raise tf.errors.InvalidArgumentError(None, None, INT8_UNSUPPORTED_MESSAGE)
+        return like_input(product * self.scale, x)

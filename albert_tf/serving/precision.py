@@ -49,8 +49,8 @@ def precision_warning(precision: str, flags: set[str] | None = None) -> str | No
         return (
             f"TensorFlow's int8 matmul does not run on this CPU: it needs one of "
             f"{', '.join(ONEDNN_DTYPE_FLAGS['int8'])}. An int8 export made here serves only "
-            f"on CPUs that have them (it fails with that message elsewhere); serve float32 "
-            f"here (docs/serving.md, 'Precision')."
+            f"on CPUs that have them (elsewhere every request fails); serve float32 here "
+            f"(docs/serving.md, 'Precision')."
         )
     if needed is None or flags & set(needed):
         return None
