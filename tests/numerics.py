@@ -127,10 +127,29 @@ def _record(what: str, diff: float, scale: float, rtol: float) -> None:
         f.write(json.dumps(entry) + "\n")
 
 
-#: ``ONEDNN_MAX_CPU_ISA`` caps (tests/test_cpu_kinds.py) under which oneDNN multiplies
-#: u8 · s8 without VNNI: pairs of products are summed in 16 bits and may saturate
-#: (oneDNN's int8 notes). That is not rounding, and the int8 tests are not about it.
-NO_VNNI_CAPS = ("AVX512_CORE", "AVX2", "AVX", "SSE41")
+#: oneDNN's instruction-set names (``ONEDNN_MAX_CPU_ISA``), best first, each with the
+#: /proc/cpuinfo flags it needs.
+ISA_LADDER: tuple[tuple[str, frozenset[str]], ...] = (
+    ("AVX512_CORE_AMX", frozenset({"avx512f", "avx512bw", "avx512_bf16", "amx_int8"})),
+    ("AVX512_CORE_BF16", frozenset({"avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"})),
+    ("AVX512_CORE_VNNI", frozenset({"avx512f", "avx512bw", "avx512vl", "avx512_vnni"})),
+    ("AVX512_CORE", frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"})),
+    ("AVX2", frozenset({"avx2", "fma"})),
+    ("AVX", frozenset({"avx"})),
+    ("SSE41", frozenset({"sse4_1"})),
+)
+
+
+def lower_isa(flags: set[str]) -> str | None:
+    """One step below the best instruction set the CPU has (None: nothing lower)."""
+    have = [name for name, needs in ISA_LADDER if needs <= flags]
+    return have[1] if len(have) > 1 else None
+
+
+#: The caps (tests/test_cpu_kinds.py) under which oneDNN multiplies u8 · s8 without
+#: VNNI: pairs of products are summed in 16 bits and may saturate (oneDNN's int8
+#: notes). That is not rounding, and the int8 tests are not about it.
+NO_VNNI_CAPS = tuple(name for name, needs in ISA_LADDER if not needs & {"avx512_vnni", "amx_int8"})
 
 
 def int8_skip_reason() -> str | None:

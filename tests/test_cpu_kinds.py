@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from numerics import lower_isa
 
 from albert_tf.hardware import cpu_flags
 
@@ -43,24 +44,6 @@ NOT_NUMERICS = (
     " or graph_uses_only or bad_input or saved_model_cli or export_layout"
     " or inside_a_fused_block"
 )
-
-#: oneDNN's instruction-set names (``ONEDNN_MAX_CPU_ISA``), best first, each with the
-#: /proc/cpuinfo flags it needs.
-ISA_LADDER: tuple[tuple[str, frozenset[str]], ...] = (
-    ("AVX512_CORE_AMX", frozenset({"avx512f", "avx512bw", "avx512_bf16", "amx_int8"})),
-    ("AVX512_CORE_BF16", frozenset({"avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"})),
-    ("AVX512_CORE_VNNI", frozenset({"avx512f", "avx512bw", "avx512vl", "avx512_vnni"})),
-    ("AVX512_CORE", frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"})),
-    ("AVX2", frozenset({"avx2", "fma"})),
-    ("AVX", frozenset({"avx"})),
-    ("SSE41", frozenset({"sse4_1"})),
-)
-
-
-def lower_isa(flags: set[str]) -> str | None:
-    """One step below the best instruction set the CPU has (None: nothing lower)."""
-    have = [name for name, needs in ISA_LADDER if needs <= flags]
-    return have[1] if len(have) > 1 else None
 
 
 def test_lower_isa_steps_down_one_kind():
