@@ -306,11 +306,7 @@ class AlbertConfig:
         return cls.from_official_dict(data)
 
     def to_official_json(self, path: str | os.PathLike[str]) -> None:
-        _write_json(path, self.to_official_dict())
+        write_json_atomic(path, self.to_official_dict(), sort_keys=True)
 
     def to_hf_json(self, path: str | os.PathLike[str]) -> None:
-        _write_json(path, self.to_hf_dict())
-
-
-def _write_json(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
-    write_json_atomic(path, data, sort_keys=True)
+        write_json_atomic(path, self.to_hf_dict(), sort_keys=True)

@@ -350,9 +350,8 @@ def run_beam_pipeline(
         summary=summary,
     )
     meta["runner"] = runner
-    storage.write_json_atomic(
-        os.path.join(output_dir, METADATA_FILE), meta
-    )  # last: shards complete
+    # Last: with it the shards are complete.
+    storage.write_json_atomic(os.path.join(output_dir, METADATA_FILE), meta)
     if log is not None:
         log(summary.report())
     return summary
