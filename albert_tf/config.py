@@ -21,6 +21,7 @@ import logging
 import os
 from typing import Any, Literal
 
+from albert_tf import storage
 from albert_tf.storage import write_json_atomic
 
 # The one definition of the share modes (paper Table 4): which blocks the
@@ -291,16 +292,15 @@ class AlbertConfig:
     def from_json(cls, path: str | os.PathLike[str]) -> AlbertConfig:
         """Reads either dialect; a ``model_type`` key marks Hugging Face's."""
         path = os.fspath(path)
-        if not os.path.exists(path):
+        if not storage.exists(path):
             raise FileNotFoundError(
                 f"No ALBERT config at {path!r}. Pass the albert_config.json that "
                 "came with the checkpoint (or a Hugging Face config.json)."
             )
-        with open(path, encoding="utf-8") as f:
-            try:
-                data = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{path} is not valid JSON: {e}") from e
+        try:
+            data = json.loads(storage.read_text(path))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path} is not valid JSON: {e}") from e
         if "model_type" in data:
             return cls.from_hf_dict(data)
         return cls.from_official_dict(data)

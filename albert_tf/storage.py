@@ -165,6 +165,48 @@ def listdir(path: str) -> list[str]:
     return sorted(os.listdir(path))
 
 
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    with open_file(os.fspath(path), "rb") as fh:
+        return fh.read()
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    return read_bytes(path).decode("utf-8")
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Writes ``data`` under a temporary name, then renames it over ``path``: a
+    killed writer leaves the previous file or none, never half of one."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open_file(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        if not is_remote(tmp):
+            os.fsync(fh.fileno())
+    replace(tmp, path)
+
+
+def append_text(path: str | os.PathLike[str], text: str) -> None:
+    """Appends to a text file (object stores rewrite it whole: keep it small)."""
+    path = os.fspath(path)
+    if is_remote(path):
+        with _gfile().GFile(path, "a") as fh:
+            fh.write(text)
+        return
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def copy(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Copies one file, across file systems (local to bucket and back)."""
+    source, target = os.fspath(source), os.fspath(target)
+    if is_remote(source) or is_remote(target):
+        _gfile().copy(source, target, overwrite=True)
+    else:
+        shutil.copyfile(source, target)
+
+
 def write_json_atomic(
     path: str | os.PathLike[str], value: object, *, sort_keys: bool = False
 ) -> None:
@@ -178,11 +220,5 @@ def write_json_atomic(
     >>> open(path, encoding="utf-8").read()
     '{\\n  "a": "é",\\n  "b": 1\\n}\\n'
     """
-    path = os.fspath(path)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open_file(tmp, "w") as fh:
-        fh.write(json.dumps(value, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n")
-        fh.flush()
-        if not is_remote(tmp):
-            os.fsync(fh.fileno())
-    replace(tmp, path)
+    text = json.dumps(value, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n"
+    write_bytes(path, text.encode("utf-8"))

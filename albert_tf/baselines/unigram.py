@@ -8,11 +8,10 @@ held-out masked positions the model is evaluated on.
 
 from __future__ import annotations
 
-import glob
-
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import storage
 from albert_tf.data.pipeline import held_out_dataset
 from albert_tf.training.evaluation import sum_over_batches
 
@@ -21,7 +20,7 @@ def token_counts(files: str, vocab_size: int, exclude: tuple[int, ...]) -> np.nd
     """Occurrences of every id in pretraining shards (specials zeroed)."""
     counts = np.zeros(vocab_size, np.int64)
     spec = {"token_ids": tf.io.RaggedFeature(tf.int64)}
-    dataset = tf.data.TFRecordDataset(sorted(glob.glob(files))).batch(1024)
+    dataset = tf.data.TFRecordDataset(storage.glob(files)).batch(1024)
     for batch in dataset.map(lambda s: tf.io.parse_example(s, spec)["token_ids"].flat_values):
         counts += np.bincount(batch.numpy(), minlength=vocab_size)[:vocab_size]
     counts[list(exclude)] = 0

@@ -16,6 +16,7 @@ name rather than as a shape error deep inside Keras.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Mapping
@@ -24,6 +25,7 @@ import h5py
 import keras
 import numpy as np
 
+from albert_tf import storage
 from albert_tf.config import AlbertConfig
 from albert_tf.storage import write_json_atomic
 
@@ -134,14 +136,20 @@ def save_model(
     save never leaves a directory that looks complete but is not.
     """
     directory = os.fspath(directory)
-    os.makedirs(directory, exist_ok=True)
+    storage.makedirs(directory)
     named = named_weights(model)
     heads = sorted({name.split("/", 1)[0] for name in named} - {"backbone"})
-    tmp = os.path.join(directory, WEIGHTS_FILE + ".tmp")
+    target = os.path.join(directory, WEIGHTS_FILE)
+    # h5py writes local files only: a bucket gets the file built in memory.
+    remote = storage.is_remote(target)
+    tmp = io.BytesIO() if remote else target + ".tmp"
     with h5py.File(tmp, "w") as f:
         for name, variable in named.items():
             f.create_dataset(name, data=keras.ops.convert_to_numpy(variable))
-    os.replace(tmp, os.path.join(directory, WEIGHTS_FILE))
+    if remote:
+        storage.write_bytes(target, tmp.getvalue())
+    else:
+        os.replace(tmp, target)
     model.config.to_hf_json(os.path.join(directory, CONFIG_FILE))
     if tokenizer is not None:
         tokenizer.save(os.path.join(directory, "tokenizer"))
@@ -153,7 +161,8 @@ def read_weights(directory: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """All arrays of a saved model, by name."""
     path = os.path.join(os.fspath(directory), WEIGHTS_FILE)
     arrays: dict[str, np.ndarray] = {}
-    with h5py.File(path, "r") as f:
+    source = io.BytesIO(storage.read_bytes(path)) if storage.is_remote(path) else path
+    with h5py.File(source, "r") as f:
         f.visititems(
             lambda name, obj: (
                 arrays.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None
@@ -165,13 +174,12 @@ def read_weights(directory: str | os.PathLike[str]) -> dict[str, np.ndarray]:
 def read_config(directory: str | os.PathLike[str]) -> AlbertConfig:
     directory = os.fspath(directory)
     for required in (CONFIG_FILE, WEIGHTS_FILE, META_FILE):
-        if not os.path.exists(os.path.join(directory, required)):
+        if not storage.exists(os.path.join(directory, required)):
             raise FileNotFoundError(
                 f"{directory!r} is not an albert_tf model directory (no {required}). "
                 "Create one with `python -m albert_tf.convert` or by pretraining."
             )
-    with open(os.path.join(directory, META_FILE), encoding="utf-8") as f:
-        meta = json.load(f)
+    meta = json.loads(storage.read_text(os.path.join(directory, META_FILE)))
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(
             f"{directory} has format_version {meta.get('format_version')}, this "

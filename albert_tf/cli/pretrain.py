@@ -19,7 +19,6 @@ Every flag: ``python -m albert_tf.pretrain --helpfull``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 
@@ -256,9 +255,9 @@ def main() -> None:
         train_files, eval_files = FLAGS.train_files, FLAGS.eval_files
         tokenizer_dir = FLAGS.tokenizer_dir
         if tokenizer_dir is None:
-            import glob
+            from albert_tf import storage
 
-            first = sorted(glob.glob(train_files))
+            first = storage.glob(train_files)
             meta = read_metadata(os.path.dirname(first[0])) if first else None
             tokenizer_dir = (meta or {}).get("tokenizer_dir")
         if tokenizer_dir is None:
@@ -323,8 +322,9 @@ def main() -> None:
             f"unigram baseline: MLM accuracy {results['unigram_mlm_accuracy']:.4f}, "
             f"loss {results['unigram_mlm_loss']:.4f}"
         )
-        with open(os.path.join(model_dir, "eval_results.json"), "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
+        from albert_tf.storage import write_json_atomic
+
+        write_json_atomic(os.path.join(model_dir, "eval_results.json"), results)
     final = os.path.join(model_dir, "final")
     save_model(trainer.model, final, tokenizer=tokenizer)
     print(f"saved {final} (load it with albert_tf.load)")

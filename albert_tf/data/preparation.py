@@ -13,6 +13,7 @@ import json
 import os
 import zlib
 
+from albert_tf import storage
 from albert_tf.data.corpus import ReadStats, read_corpus
 from albert_tf.data.shards import write_pretraining_data
 from albert_tf.storage import write_json_atomic
@@ -53,13 +54,12 @@ def prepare_pretraining_data(
 ) -> PreparedData:
     """Splits, tokenises and writes shards under ``work_dir`` (once)."""
     done = os.path.join(work_dir, DONE_FILE)
-    if os.path.exists(done):
-        with open(done, encoding="utf-8") as f:
-            record = json.load(f)
+    if storage.exists(done):
+        record = json.loads(storage.read_text(done))
         log(f"using data prepared earlier in {work_dir}")
         return PreparedData(**record)
 
-    os.makedirs(work_dir, exist_ok=True)
+    storage.makedirs(work_dir)
     stats = ReadStats()
     splits: dict[str, list[list[str]]] = {"train": [], "eval": []}
     # Files, globs, folders or sample:en / sample:zh (`resolve_inputs`).
@@ -76,7 +76,7 @@ def prepare_pretraining_data(
         if not documents:
             continue
         corpus_files[name] = os.path.join(work_dir, f"{name}_corpus.jsonl")
-        with open(corpus_files[name], "w", encoding="utf-8") as f:
+        with storage.open_file(corpus_files[name], "w") as f:
             for i, document in enumerate(documents):
                 f.write(
                     json.dumps({"id": f"{name}-{i}", "sentences": document}, ensure_ascii=False)

@@ -428,11 +428,10 @@ def _fingerprint(
     options_dict = dataclasses.asdict(options)
     options_dict["segmenter"] = repr(options.segmenter)
     digest.update(json.dumps(options_dict, sort_keys=True).encode())
-    for name in sorted(os.listdir(tokenizer_dir)):
+    for name in storage.listdir(tokenizer_dir):
         path = os.path.join(tokenizer_dir, name)
-        if os.path.isfile(path):
-            with open(path, "rb") as fh:
-                digest.update(name.encode() + hashlib.sha256(fh.read()).digest())
+        if storage.isfile(path):
+            digest.update(name.encode() + hashlib.sha256(storage.read_bytes(path)).digest())
     return digest.hexdigest()
 
 
@@ -526,7 +525,9 @@ def write_pretraining_data(
 
     start = time.time()
     if isinstance(tokenizer, str | os.PathLike):
-        tokenizer_dir: str | None = os.path.abspath(tokenizer)
+        tokenizer_dir: str | None = os.fspath(tokenizer)
+        if not storage.is_remote(tokenizer_dir):
+            tokenizer_dir = os.path.abspath(tokenizer_dir)
         tokenizer = load_tokenizer(tokenizer_dir)  # fail fast, before any work
     else:
         tokenizer_dir = None  # an object cannot be sent to workers

@@ -14,12 +14,12 @@ import json
 import os
 import weakref
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import storage
 from albert_tf.storage import write_json_atomic
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -154,7 +154,7 @@ class Tokenizer(tf.Module, abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def from_config(cls, directory: Path, config: dict[str, Any]) -> Tokenizer:
+    def from_config(cls, directory: str, config: dict[str, Any]) -> Tokenizer:
         """The tokenizer `save` wrote into ``directory``, whose ``tokenizer.json``
         is ``config`` (options it does not know are ignored)."""
 
@@ -171,12 +171,13 @@ def load_tokenizer(directory: str | os.PathLike[str]) -> Tokenizer:
         >>> tok.kind  # doctest: +SKIP
         'sentencepiece'
     """
-    root = Path(directory)
-    config_path = root / CONFIG_FILENAME
-    if not config_path.is_file():
+    # Strings, not pathlib: Path("gs://b/t") is "gs:/b/t", a local folder.
+    root = os.fspath(directory)
+    config_path = os.path.join(root, CONFIG_FILENAME)
+    if not storage.isfile(config_path):
         raise FileNotFoundError(f"no {CONFIG_FILENAME} in {root} (not a saved tokenizer)")
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config = json.loads(storage.read_text(config_path))
     except ValueError as err:
         raise ValueError(f"{config_path} is not valid JSON: {err}") from err
     kind = config.get("kind") if isinstance(config, dict) else None
@@ -187,7 +188,7 @@ def load_tokenizer(directory: str | os.PathLike[str]) -> Tokenizer:
     return _KINDS[kind].from_config(root, config)
 
 
-def write_config(directory: Path, tokenizer: Tokenizer, **assets: str) -> None:
+def write_config(directory: str, tokenizer: Tokenizer, **assets: str) -> None:
     """Writes ``tokenizer.json``: the tokenizer's kind, its asset files and options."""
     config = {"kind": tokenizer.kind, **assets, **tokenizer.options}
-    write_json_atomic(directory / CONFIG_FILENAME, config)
+    write_json_atomic(os.path.join(directory, CONFIG_FILENAME), config)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -43,6 +42,7 @@ from tensorflow_text.python.ops.sentencepiece_tokenizer import (
     gen_sentencepiece_tokenizer as _gen_sentencepiece,
 )
 
+from albert_tf import storage
 from albert_tf.tokenizers import _text_ops
 from albert_tf.tokenizers.base import Tokenizer, write_config
 
@@ -165,22 +165,23 @@ class SentencePieceTokenizer(Tokenizer):
     @classmethod
     def from_file(cls, model_file: str | os.PathLike[str], **options) -> SentencePieceTokenizer:
         """Reads a ``.model`` file (e.g. ``spiece.model`` / ``30k-clean.model``)."""
-        path = Path(model_file)
-        if not path.is_file():
+        path = os.fspath(model_file)
+        if not storage.isfile(path):
             raise FileNotFoundError(f"SentencePiece model file not found: {path}")
-        return cls(path.read_bytes(), **options)
+        return cls(storage.read_bytes(path), **options)
 
     @classmethod
-    def from_config(cls, directory: Path, config: dict[str, Any]) -> SentencePieceTokenizer:
+    def from_config(cls, directory: str, config: dict[str, Any]) -> SentencePieceTokenizer:
         return cls.from_file(
-            directory / config.get("model_file", MODEL_FILENAME), **cls.options_in(config)
+            os.path.join(directory, config.get("model_file", MODEL_FILENAME)),
+            **cls.options_in(config),
         )
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Writes ``spiece.model`` and ``tokenizer.json`` into ``directory``."""
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / MODEL_FILENAME).write_bytes(self._model_proto)
+        out = os.fspath(directory)
+        storage.makedirs(out)
+        storage.write_bytes(os.path.join(out, MODEL_FILENAME), self._model_proto)
         write_config(out, self, model_file=MODEL_FILENAME)
 
     # -- ids ---------------------------------------------------------------
@@ -381,8 +382,8 @@ def train_sentencepiece(
         >>> tok.vocabulary[:5]  # doctest: +SKIP
         ['<pad>', '<unk>', '[CLS]', '[SEP]', '[MASK]']
     """
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = os.fspath(output_dir)
+    storage.makedirs(out)
     with tempfile.TemporaryDirectory() as tmp:
         text_file = Path(tmp) / "train.txt"
         count = 0
@@ -441,7 +442,7 @@ def train_sentencepiece(
             )
             run(largest)
         model_proto = (Path(tmp) / "spiece.model").read_bytes()
-        shutil.copy(Path(tmp) / "spiece.vocab", out / "spiece.vocab")
+        storage.copy(Path(tmp) / "spiece.vocab", os.path.join(out, "spiece.vocab"))
     tokenizer = SentencePieceTokenizer(
         model_proto,
         lower_case=lower_case,

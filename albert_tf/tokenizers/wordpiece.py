@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import collections
 import os
-import shutil
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf import storage
 from albert_tf.tokenizers import _text_ops
 from albert_tf.tokenizers.base import Tokenizer, write_config
 
@@ -77,6 +77,12 @@ def basic_tokenize(
     return tf_text.regex_split(texts, f"[{space}]+|[{punct}]", f"[{punct}]")
 
 
+def _same_file(a: str, b: str) -> bool:
+    if storage.is_remote(a) or storage.is_remote(b):
+        return a == b
+    return os.path.exists(a) and os.path.samefile(a, b)
+
+
 def read_vocab(vocab_file: str | os.PathLike[str]) -> list[str]:
     """Reads and validates a BERT ``vocab.txt`` (one token a line).
 
@@ -85,10 +91,10 @@ def read_vocab(vocab_file: str | os.PathLike[str]) -> list[str]:
       ValueError: a required special token is missing, a token repeats, or
         the file uses \\r line endings (TensorFlow's table would keep the \\r).
     """
-    path = Path(vocab_file)
-    if not path.is_file():
+    path = os.fspath(vocab_file)
+    if not storage.isfile(path):
         raise FileNotFoundError(f"WordPiece vocab file not found: {path}")
-    data = path.read_bytes()
+    data = storage.read_bytes(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -142,7 +148,9 @@ class WordPieceTokenizer(Tokenizer):
     ) -> None:
         super().__init__(name=name)
         self._vocab = read_vocab(vocab_file)
-        self._vocab_file = str(Path(vocab_file).resolve())
+        # TensorFlow's lookup tables read the file themselves, from a bucket too.
+        path = os.fspath(vocab_file)
+        self._vocab_file = path if storage.is_remote(path) else str(Path(path).resolve())
         self.lower_case = lower_case
         self.tokenize_chinese_chars = tokenize_chinese_chars
         self.max_input_chars_per_word = max_input_chars_per_word
@@ -184,16 +192,19 @@ class WordPieceTokenizer(Tokenizer):
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Writes ``vocab.txt`` and ``tokenizer.json`` into ``directory``."""
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        target = out / VOCAB_FILENAME
-        if not target.exists() or not target.samefile(self._vocab_file):
-            shutil.copyfile(self._vocab_file, target)
+        out = os.fspath(directory)
+        storage.makedirs(out)
+        target = os.path.join(out, VOCAB_FILENAME)
+        if not _same_file(target, self._vocab_file):
+            storage.copy(self._vocab_file, target)
         write_config(out, self, vocab_file=VOCAB_FILENAME)
 
     @classmethod
-    def from_config(cls, directory: Path, config: dict[str, Any]) -> WordPieceTokenizer:
-        return cls(directory / config.get("vocab_file", VOCAB_FILENAME), **cls.options_in(config))
+    def from_config(cls, directory: str, config: dict[str, Any]) -> WordPieceTokenizer:
+        return cls(
+            os.path.join(directory, config.get("vocab_file", VOCAB_FILENAME)),
+            **cls.options_in(config),
+        )
 
     # -- ids ---------------------------------------------------------------
 
@@ -371,11 +382,12 @@ def train_wordpiece(
         min_count=min_count,
         max_unique_chars=max_unique_chars,
     )
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / VOCAB_FILENAME).write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    out = os.fspath(output_dir)
+    storage.makedirs(out)
+    vocab_file = os.path.join(out, VOCAB_FILENAME)
+    storage.write_bytes(vocab_file, ("\n".join(vocab) + "\n").encode("utf-8"))
     tokenizer = WordPieceTokenizer(
-        out / VOCAB_FILENAME,
+        vocab_file,
         lower_case=lower_case,
         tokenize_chinese_chars=tokenize_chinese_chars,
     )

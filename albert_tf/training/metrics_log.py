@@ -11,6 +11,8 @@ import os
 
 import tensorflow as tf
 
+from albert_tf import storage
+
 METRICS_FILE = "metrics.jsonl"
 
 
@@ -50,17 +52,15 @@ class MetricsLog:
         writer.flush()
         if self.chief:
             record = {"split": split, "step": step, **{k: float(v) for k, v in values.items()}}
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+            storage.append_text(self.path, json.dumps(record) + "\n")
 
     def truncate(self, step: int) -> None:
         """Drops metrics.jsonl lines past ``step``: a resumed run redoes those
         steps, and the learning curve should hold each step once."""
         path = self.path
-        if not (self.chief and os.path.exists(path)):
+        if not (self.chief and storage.exists(path)):
             return
-        with open(path, encoding="utf-8") as f:
-            lines = f.readlines()
+        lines = storage.read_text(path).splitlines(keepends=True)
         kept = []
         for line in lines:
             try:
@@ -69,7 +69,4 @@ class MetricsLog:
             except (ValueError, KeyError):
                 pass  # a line cut short when the run was killed
         if len(kept) != len(lines):
-            tmp = path + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.writelines(kept)
-            os.replace(tmp, path)
+            storage.write_bytes(path, "".join(kept).encode("utf-8"))

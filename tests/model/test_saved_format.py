@@ -11,12 +11,18 @@ import albert_tf
 from albert_tf.checkpoints.saved_format import CheckpointError, named_weights
 
 
-def test_round_trip_is_bit_exact(tmp_path):
+@pytest.mark.parametrize("where", ["local", "ram://albert_tf_saved_format/m"])
+def test_round_trip_is_bit_exact(tmp_path, where, monkeypatch):
+    # A URL (gs:// on a cloud run; ram:// here) goes through TensorFlow's file
+    # systems: bit-exact too, and nothing lands in a local folder named "ram:".
+    monkeypatch.chdir(tmp_path)
+    directory = str(tmp_path / "m") if where == "local" else where
     model = albert_tf.AlbertPretrainingModel.from_albert_config(
         tiny_config(num_hidden_groups=2, inner_group_num=2, hidden_act="relu")
     )
-    albert_tf.save_model(model, tmp_path / "m")
-    loaded = albert_tf.load(tmp_path / "m")
+    albert_tf.save_model(model, directory)
+    loaded = albert_tf.load(directory)
+    assert [p.name for p in tmp_path.iterdir()] == (["m"] if where == "local" else [])
     assert loaded.config == model.config
     before, after = named_weights(model), named_weights(loaded)
     assert before.keys() == after.keys()

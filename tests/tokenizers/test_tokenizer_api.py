@@ -332,3 +332,23 @@ def test_tokenize_on_host_gives_the_ids_of_tokenize(
     del tok
     gc.collect()
     assert alive() is None
+
+
+@pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
+def test_a_tokenizer_saves_to_and_loads_from_a_url(
+    kind, sp_tokenizer, wp_tokenizer, tmp_path, monkeypatch
+):
+    # A model_dir in a bucket holds its tokenizer there: saved and loaded through
+    # TensorFlow's file systems (ram:// in one process, as gs:// would be), with the
+    # same ids as the original and no local folder named after the scheme.
+    monkeypatch.chdir(tmp_path)
+    tokenizer = {"sentencepiece": sp_tokenizer, "wordpiece": wp_tokenizer}[kind]
+    url = f"ram://albert_tf_tokenizer_{kind}/tok"
+    tokenizer.save(url)
+    loaded = load_tokenizer(url)
+    assert loaded.kind == kind and loaded.vocabulary == tokenizer.vocabulary
+    text = tf.constant(["Hello world, 你好世界 tokenizers."])
+    np.testing.assert_array_equal(
+        loaded.tokenize(text).to_list(), tokenizer.tokenize(text).to_list()
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -79,28 +79,66 @@ def test_changed_model_on_resume_is_refused(prepared, tmp_path):
 
 
 @pytest.mark.slow
-def test_quickstart_flagfile_runs(tmp_path):
-    """The README's main job, shortened: corpus → tokenizer → shards → train → eval."""
+def test_quickstart_on_a_url_model_dir_keeps_everything_there_and_resumes(tmp_path):
+    """The README's main job, shortened, with ``--model_dir`` a URL (as ``gs://`` is on
+    a cloud run): corpus → tokenizer → shards → train → eval → final model all land
+    under the URL, nothing in the working directory, and a second run with more
+    steps resumes from the first one's checkpoint in a new process."""
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "albert_tf.pretrain",
-            f"--flagfile={repo}/configs/quickstart_en.flags",
-            f"--model_dir={tmp_path}",
-            "--num_train_steps=20",
-            "--num_warmup_steps=2",
-            "--progress_bar=false",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=_env(),
-        cwd=repo,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    results = json.loads((tmp_path / "eval_results.json").read_text())
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    run_dir = tmp_path / "bucket" / "run"
+    url = f"file://{run_dir}"
+
+    def pretrain(steps):
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "albert_tf.pretrain",
+                f"--flagfile={repo}/configs/quickstart_en.flags",
+                f"--model_dir={url}",
+                f"--num_train_steps={steps}",
+                "--num_warmup_steps=2",
+                "--save_checkpoints_steps=10",
+                "--progress_bar=false",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=_env(),
+            cwd=workdir,
+        )
+
+    first = pretrain(20)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert list(workdir.iterdir()) == []  # no local "file:" folder
+    results = json.loads((run_dir / "eval_results.json").read_text())
     assert 0.0 < results["unigram_mlm_accuracy"] < 0.2
     assert results["mlm_accuracy"] > results["unigram_mlm_accuracy"] - 0.05
-    assert albert_tf.load(tmp_path / "final").config.vocab_size > 1000
+    for name in (
+        "pretraining_run.json",
+        "metrics.jsonl",
+        "data/prepared.json",
+        "data/tokenizer/spiece.model",
+        "checkpoints/ckpt-20.index",
+        "final/weights.h5",
+        "final/tokenizer/tokenizer.json",
+    ):
+        assert (run_dir / name).is_file(), name
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").open()]
+    assert steps[-1] == 20
+    # Loaded back through the URL, as a user on another machine would.
+    assert albert_tf.load(f"{url}/final").config.vocab_size > 1000
+
+    second = pretrain(30)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert f"resumed from step 20 ({url}/checkpoints/ckpt-20)" in second.stdout
+    assert "using data prepared earlier" in second.stdout
+    assert list(workdir.iterdir()) == []
+    train_steps = [
+        record["step"]
+        for record in map(json.loads, (run_dir / "metrics.jsonl").open())
+        if record["split"] == "train"
+    ]
+    assert train_steps == sorted(set(train_steps)) and train_steps[-1] == 30

@@ -91,6 +91,7 @@ def write_half_checkpoint(checkpoint: tf.train.Checkpoint, prefix: str) -> None:
     """
     temporary = prefix + "_temp/part"
     checkpoint.write(temporary)
-    for data in glob.glob(glob.escape(temporary) + ".data-*"):
+    escaped = temporary if storage.is_remote(temporary) else glob.escape(temporary)
+    for data in storage.glob(escaped + ".data-*"):
         shard = data[len(temporary) :]  # ".data-00000-of-00001"
-        os.replace(data, prefix + shard)
+        storage.replace(data, prefix + shard)

@@ -21,7 +21,6 @@ import functools
 import hashlib
 import json
 import os
-import shutil
 import time
 from collections.abc import Sequence
 
@@ -29,6 +28,7 @@ import keras
 import tensorflow as tf
 from tqdm import tqdm
 
+from albert_tf import storage
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
@@ -69,8 +69,9 @@ def data_service_job_name(options: PretrainingOptions) -> str:
     derived from the directory and everything that shapes the batches, so two
     runs (or one run with another input) never share a job.
     """
+    model_dir = options.model_dir
     key = [
-        os.path.abspath(options.model_dir),
+        model_dir if storage.is_remote(model_dir) else os.path.abspath(model_dir),
         options.train_files,
         options.seed,
         options.max_seq_length,
@@ -302,7 +303,7 @@ class PretrainingTrainer:
         bar.close()
         self._save_current_step()
         if not self.chief:
-            shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
+            storage.rmtree(self._checkpoint_dir(), ignore_errors=True)
         return last
 
     def _train_loop(self, bar, preemption: PreemptionSaver, log) -> dict[str, float]:
@@ -388,7 +389,7 @@ class PretrainingTrainer:
     def _preempted(self, bar, log) -> None:
         bar.close()
         if not self.chief:
-            shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
+            storage.rmtree(self._checkpoint_dir(), ignore_errors=True)
         log(
             f"preempted (SIGTERM): checkpoint saved at step {self.step}; exiting with "
             f"status {PREEMPTED_EXIT_CODE}. The same command resumes at step {self.step}."
