@@ -17,6 +17,8 @@ from albert_tf import kernels
 
 _SQRT_2_OVER_PI = 0.7978845608028654
 _CUBIC = 0.044715
+# tanh(√(2/π)·(10 + 0.044715·10³)) = tanh(43.6) is 1 to far below float64's epsilon.
+_TANH_SATURATED = 10.0
 
 
 @tf.custom_gradient
@@ -24,8 +26,12 @@ def _gelu_tanh(x):
     # Written out with its derivative so that the backward pass reuses the
     # forward's tanh and x²: about half the elementwise passes of autodiff
     # through tf.nn.gelu, which matter on CPU where each is a trip to memory.
-    x2 = tf.square(x)
-    t = tf.tanh(x * (_SQRT_2_OVER_PI + (_SQRT_2_OVER_PI * _CUBIC) * x2))
+    # Past |x| = 10 the tanh is ±1 in every float format, so clipping x inside it
+    # changes no result, and keeps x² finite in float16 (it overflows at |x| ≥ 256,
+    # where (1 − t²)·slope would be 0·inf = NaN in the gradient).
+    xc = tf.clip_by_value(x, -_TANH_SATURATED, _TANH_SATURATED)
+    x2 = tf.square(xc)
+    t = tf.tanh(xc * (_SQRT_2_OVER_PI + (_SQRT_2_OVER_PI * _CUBIC) * x2))
     half_x = 0.5 * x
 
     def grad(dy):
