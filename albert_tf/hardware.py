@@ -8,6 +8,9 @@ other's layer.
 
 from __future__ import annotations
 
+import glob
+import os
+
 #: The CPU features with which TensorFlow's oneDNN kernels take each lower
 #: precision (``IsDataTypeSupportedByOneDNNOnThisCPU`` in tensorflow/core/util/util.cc).
 #: Without them a bfloat16 matmul falls back to Eigen (correct, slow), and the
@@ -44,6 +47,12 @@ def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
     except OSError:
         pass
     return set()
+
+
+def nvidia_device_present() -> bool:
+    """Whether the machine has an NVIDIA device node: ``/dev/nvidia0``... on Linux,
+    ``/dev/dxg`` under WSL2."""
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.exists("/dev/dxg")
 
 
 def onednn_runs(precision: str, flags: set[str] | None = None) -> bool:

@@ -127,12 +127,16 @@ flags.DEFINE_enum(
     "precision",
     _DEFAULTS["precision"],
     list(PRECISIONS),
-    "float32, or mixed precision: bfloat16 (CPU/TPU) or float16 (GPU, with loss "
-    "scaling). auto: bfloat16 on TPUs and on CPUs with bf16 instructions "
-    "(avx512_bf16, AMX), else float32.",
+    "float32, or mixed precision: bfloat16 or float16 (with loss scaling). auto: "
+    "bfloat16 on TPUs, on GPUs of compute capability >= 8.0 (A100, H100, RTX 30xx+) and "
+    "on CPUs with bf16 instructions (avx512_bf16, AMX); float16 on older GPUs; else "
+    "float32. A resumed run keeps the precision it started with.",
 )
 flags.DEFINE_bool(
-    "jit_compile", _DEFAULTS["jit_compile"], "XLA-compile the model's forward and backward pass."
+    "jit_compile",
+    _DEFAULTS["jit_compile"],
+    "XLA-compile the model's forward and backward pass. Default: on with a GPU or TPU, "
+    "off on CPU (the fused kernels are faster there). May change when resuming.",
 )
 flags.DEFINE_bool(
     "fused_kernels",
@@ -143,7 +147,14 @@ flags.DEFINE_bool(
 )
 flags.DEFINE_integer("seed", _DEFAULTS["seed"], "Seed of data order, masks and initialisation.")
 # --- distribution
-flags.DEFINE_enum("strategy", "default", list(STRATEGIES), "tf.distribute strategy.")
+flags.DEFINE_enum(
+    "strategy",
+    "auto",
+    list(STRATEGIES),
+    "tf.distribute strategy. auto: tpu when --tpu is given, mirrored over all local GPUs "
+    "when there are several, else default (one device). multi_worker_mirrored needs "
+    "TF_CONFIG and uses NCCL on GPUs.",
+)
 flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
 flags.DEFINE_float(
     "collective_timeout_seconds",
@@ -231,6 +242,7 @@ def main() -> None:
     from albert_tf.data.preparation import prepare_pretraining_data
     from albert_tf.data.shards import read_metadata
     from albert_tf.tokenizers import load_tokenizer
+    from albert_tf.training.devices import missing_gpu_warning
     from albert_tf.training.pretraining.trainer import PretrainingTrainer
     from albert_tf.training.strategies import create_strategy
 
@@ -284,10 +296,13 @@ def main() -> None:
 
     print(
         f"model: E={config.embedding_size} H={config.hidden_size} "
-        f"L={config.num_hidden_layers} share={config.share} V={config.vocab_size}; "
-        f"strategy {FLAGS.strategy} with {strategy.num_replicas_in_sync} replica(s)"
+        f"L={config.num_hidden_layers} share={config.share} V={config.vocab_size}"
     )
     trainer = PretrainingTrainer(config, options, strategy)
+    print(trainer.describe())
+    warning = missing_gpu_warning(trainer.devices)
+    if warning:
+        print(warning, file=sys.stderr)
     from albert_tf.training.strategies import WorkerLostError
 
     try:

@@ -35,7 +35,6 @@ program, a notebook, the tests) is never touched.
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import signal
@@ -44,6 +43,7 @@ import sys
 from collections.abc import Sequence
 
 from albert_tf.cli import LEGACY_MODULES
+from albert_tf.hardware import nvidia_device_present
 
 # Set in the child's environment: it (and whatever it starts) must not re-run itself.
 FILTERED_ENV = "ALBERT_TF_STDERR_FILTERED"
@@ -205,11 +205,6 @@ def command_name(argv: Sequence[str], orig_argv: Sequence[str]) -> str | None:
     return None
 
 
-def _has_nvidia_device() -> bool:
-    # /dev/nvidia0... on Linux, /dev/dxg under WSL2: there a cuInit failure is real.
-    return bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.exists("/dev/dxg")
-
-
 def quiet_start_up() -> None:
     """For a command: quiet TensorFlow's start-up (see the module docstring).
 
@@ -231,7 +226,7 @@ def quiet_start_up() -> None:
         level = 0  # TensorFlow ignores a value it cannot read: so do we
     if level <= 0 or os.name != "posix":
         return
-    sys.exit(_run_filtered(level, cuinit_is_info=not _has_nvidia_device()))
+    sys.exit(_run_filtered(level, cuinit_is_info=not nvidia_device_present()))
 
 
 def _run_filtered(level: int, cuinit_is_info: bool) -> int:

@@ -7,7 +7,9 @@ import os
 
 import tensorflow as tf
 
-STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+from albert_tf.training.devices import Devices, auto_strategy
+
+STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 #: The bound on one collective (an all-reduce) of a multi-worker run, in seconds.
 DEFAULT_COLLECTIVE_TIMEOUT_SECONDS = 600.0
@@ -24,9 +26,13 @@ def create_strategy(
     name: str,
     tpu_address: str | None = None,
     collective_timeout_seconds: float = DEFAULT_COLLECTIVE_TIMEOUT_SECONDS,
+    devices: Devices | None = None,
 ) -> tf.distribute.Strategy:
     """Returns the strategy ``name`` names.
 
+    * ``auto``: `albert_tf.training.devices.auto_strategy` of ``devices`` (found
+      if not given): TPU with ``tpu_address``, mirrored over several GPUs,
+      else ``default``.
     * ``default``: no distribution (the current default strategy).
     * ``one_device``: one GPU if present, else the CPU.
     * ``mirrored``: every local GPU (or the CPU), synchronous all-reduce.
@@ -37,6 +43,8 @@ def create_strategy(
       ``collective_timeout_seconds`` on each all-reduce (0: no bound).
     * ``tpu``: a TPU found through `TPUClusterResolver(tpu_address)`.
     """
+    if name == "auto":
+        name = auto_strategy(devices or Devices.detect(), tpu_address)
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "one_device":
@@ -52,7 +60,8 @@ def create_strategy(
                 '"task": {"type": "worker", "index": 0}}.'
             )
         options = tf.distribute.experimental.CommunicationOptions(
-            timeout_seconds=collective_timeout_seconds or None
+            timeout_seconds=collective_timeout_seconds or None,
+            implementation=collective_implementation(devices or Devices.detect()),
         )
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     if name == "tpu":
@@ -61,6 +70,21 @@ def create_strategy(
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
     raise ValueError(f"Unknown strategy {name!r}; expected one of {STRATEGIES}.")
+
+
+def collective_implementation(
+    devices: Devices,
+) -> tf.distribute.experimental.CommunicationImplementation:
+    """NCCL for multi-worker GPU all-reduces (TensorFlow uses it only when asked),
+    TensorFlow's own choice elsewhere.
+
+    >>> collective_implementation(Devices(gpus=((8, 0),))).name
+    'NCCL'
+    >>> collective_implementation(Devices()).name
+    'AUTO'
+    """
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    return implementation.NCCL if devices.gpus else implementation.AUTO
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

@@ -60,7 +60,10 @@ per replica and micro-batch (128 × 1 accumulation steps × 1 replicas); set \
     gradient_accumulation_steps: int = 1
     sentence_task: str = "sop"
     precision: str = "auto"
-    jit_compile: bool = False
+    #: XLA for the model's forward and backward pass; None: on accelerators only
+    #: (`albert_tf.training.devices.auto_jit_compile`). Not part of the checkpoint:
+    #: a run may resume with it switched.
+    jit_compile: bool | None = None
     fused_kernels: bool = True
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 5

@@ -32,6 +32,7 @@ RESUMABLE_OPTIONS = (
     "save_checkpoints_steps",
     "keep_checkpoint_max",
     "fused_kernels",
+    "jit_compile",
     # Where batches are made, not what they hold.
     "data_service",
     "data_service_mode",
@@ -67,6 +68,12 @@ def read_run_record(model_dir: str) -> dict[str, Any]:
 def check_compatible(model_dir: str, record: dict[str, Any]) -> None:
     """Refuses to resume a checkpoint written for another model or recipe."""
     previous = read_run_record(model_dir)
+    if previous:
+        # Records written before an option became resumable still hold it.
+        options = {
+            k: v for k, v in previous.get("options", {}).items() if k not in RESUMABLE_OPTIONS
+        }
+        previous = {**previous, "options": options}
     if previous and previous != record:
         diffs = record_diff(previous, record)
         raise ValueError(

@@ -32,6 +32,7 @@ from albert_tf import storage
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
+from albert_tf.training.devices import Devices, auto_jit_compile
 from albert_tf.training.evaluation import sum_over_batches, with_standard_errors
 from albert_tf.training.losses import summarize
 from albert_tf.training.metrics_log import MetricsLog
@@ -156,13 +157,20 @@ class PretrainingTrainer:
             )
         # "auto" resumes in the precision the run started with (the record
         # holds the resolved one), whatever machine it resumes on.
+        #: What the defaults were chosen for.
+        self.devices = Devices.detect(self.strategy)
         previous = run_record.read_run_record(options.model_dir)
         recorded = previous.get("options", {}).get("precision")
         if options.precision == "auto" and recorded:
             precision = recorded
         else:
-            precision = resolve_precision(options.precision, self.strategy)
-        self.options = options = dataclasses.replace(options, precision=precision)
+            precision = resolve_precision(options.precision, devices=self.devices)
+        jit_compile = options.jit_compile
+        if jit_compile is None:
+            jit_compile = auto_jit_compile(self.devices)
+        self.options = options = dataclasses.replace(
+            options, precision=precision, jit_compile=jit_compile
+        )
         self.chief = is_chief(self.strategy)
         run_record.check_compatible(options.model_dir, run_record.run_record(config, options))
         self.metrics = MetricsLog(options.model_dir, chief=self.chief)
@@ -201,6 +209,17 @@ class PretrainingTrainer:
             run_record.write_run_record(options.model_dir, run_record.run_record(config, options))
 
     # ------------------------------------------------------------------ set-up
+    def describe(self) -> str:
+        """The start-up line: what was found and what was chosen for it."""
+        options = self.options
+        fused = options.fused_kernels and not options.jit_compile and not self.devices.accelerator
+        return (
+            f"devices: {self.devices.describe()}; strategy {type(self.strategy).__name__} "
+            f"with {self.num_replicas} replica(s); precision {options.precision}; "
+            f"XLA {'on' if options.jit_compile else 'off'}; "
+            f"fused CPU kernels {'on' if fused else 'off'}"
+        )
+
     @property
     def step(self) -> int:
         return int(self.optimizer.iterations.numpy())

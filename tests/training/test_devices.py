@@ -1,0 +1,131 @@
+"""Defaults that follow the hardware: strategy, precision, XLA and collectives, each
+checked with TensorFlow's device list faked (no project machine has a GPU or TPU)."""
+
+import dataclasses
+import json
+
+import pytest
+import tensorflow as tf
+from training_utils import tiny_albert, tiny_options
+
+from albert_tf.training import devices as devices_module
+from albert_tf.training.devices import (
+    Devices,
+    auto_jit_compile,
+    auto_precision,
+    auto_strategy,
+    missing_gpu_warning,
+)
+from albert_tf.training.pretraining.run_record import RUN_FILE, check_compatible, run_record
+from albert_tf.training.pretraining.trainer import PretrainingTrainer
+from albert_tf.training.strategies import collective_implementation, create_strategy
+
+A100, H100, V100, T4 = (8, 0), (9, 0), (7, 0), (7, 5)
+AVX2 = frozenset({"avx2", "fma"})
+
+
+def _fake_gpus(monkeypatch, capabilities):
+    """TensorFlow's physical device list and details, as a GPU machine reports them."""
+    real = tf.config.list_physical_devices
+    gpus = [
+        tf.config.PhysicalDevice(name=f"/physical_device:GPU:{i}", device_type="GPU")
+        for i in range(len(capabilities))
+    ]
+    details = {
+        gpu.name: {"compute_capability": c} if c else {}
+        for gpu, c in zip(gpus, capabilities, strict=True)
+    }
+    monkeypatch.setattr(
+        tf.config, "list_physical_devices", lambda kind=None: gpus if kind == "GPU" else real(kind)
+    )
+    monkeypatch.setattr(
+        tf.config.experimental, "get_device_details", lambda device: details[device.name]
+    )
+
+
+@pytest.mark.parametrize(
+    "found,tpu_address,expected",
+    [
+        # (strategy, precision, XLA) — what the card's hardware supports.
+        (Devices(gpus=(A100,) * 8, cpu_flags=AVX2), None, ("mirrored", "bfloat16", True)),
+        (Devices(gpus=(H100,), cpu_flags=AVX2), None, ("default", "bfloat16", True)),
+        (Devices(gpus=(V100,) * 4, cpu_flags=AVX2), None, ("mirrored", "float16", True)),
+        (Devices(gpus=(T4,), cpu_flags=AVX2), None, ("default", "float16", True)),
+        # One older card among newer ones: float16 (bfloat16 is not native on all).
+        (Devices(gpus=(A100, T4), cpu_flags=AVX2), None, ("mirrored", "float16", True)),
+        (Devices(gpus=(None,), cpu_flags=AVX2), None, ("default", "float16", True)),
+        (Devices(tpu=True, cpu_flags=AVX2), "local", ("tpu", "bfloat16", True)),
+        (Devices(cpu_flags=AVX2), None, ("default", "float32", False)),
+        (Devices(cpu_flags=AVX2 | {"avx512_bf16"}), None, ("default", "bfloat16", False)),
+    ],
+)
+def test_auto_choices_follow_the_devices(found, tpu_address, expected):
+    assert (auto_strategy(found, tpu_address), auto_precision(found), auto_jit_compile(found)) == (
+        expected
+    )
+
+
+def test_devices_are_read_from_tensorflows_device_list(monkeypatch):
+    _fake_gpus(monkeypatch, [(8, 6), (8, 6), None])
+    found = Devices.detect()
+    assert found.gpus == ((8, 6), (8, 6), None)
+    assert found.describe() == "3 GPU(s), compute capability 8.6"
+    assert not found.tpu
+
+
+def test_auto_strategy_mirrors_over_the_gpus_it_finds():
+    # The strategy is built for real; on this CPU machine it mirrors over the CPU
+    # (the GPUs are only told to create_strategy, which cannot place ops on them).
+    chosen = create_strategy("auto", devices=Devices(gpus=(A100, A100)))
+    assert isinstance(chosen, tf.distribute.MirroredStrategy)
+    assert create_strategy("auto", devices=Devices()) is tf.distribute.get_strategy()
+
+
+def test_multi_worker_gpu_runs_ask_for_nccl():
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    assert collective_implementation(Devices(gpus=(V100,))) == implementation.NCCL
+    assert collective_implementation(Devices()) == implementation.AUTO
+
+
+def test_a_gpu_machine_whose_gpu_tensorflow_missed_is_told():
+    assert "trains on the CPU" in missing_gpu_warning(Devices(), nvidia_present=True)
+    assert missing_gpu_warning(Devices(), nvidia_present=False) is None
+
+
+def test_the_trainer_takes_the_defaults_of_the_devices_and_says_so(
+    monkeypatch, tmp_path, prepared, vocab
+):
+    ampere = Devices(gpus=(A100, A100), cpu_flags=AVX2)
+    monkeypatch.setattr(devices_module.Devices, "detect", classmethod(lambda cls, s=None: ampere))
+    trainer = PretrainingTrainer(
+        tiny_albert(vocab),
+        tiny_options(tmp_path / "run", prepared, precision="auto", jit_compile=None),
+    )
+    assert (trainer.options.precision, trainer.options.jit_compile) == ("bfloat16", True)
+    assert trainer.model.backbone.dtype_policy.name == "mixed_bfloat16"
+    assert trainer.describe() == (
+        "devices: 2 GPU(s), compute capability 8.0; strategy _DefaultDistributionStrategy "
+        "with 1 replica(s); precision bfloat16; XLA on; fused CPU kernels off"
+    )
+
+
+def test_xla_may_be_switched_when_resuming(tmp_path, prepared, vocab):
+    config = tiny_albert(vocab)
+    options = tiny_options(tmp_path / "run", prepared, jit_compile=False)
+    PretrainingTrainer(config, options)
+    # The record leaves XLA out: a run started without it resumes with it...
+    check_compatible(
+        options.model_dir, run_record(config, dataclasses.replace(options, jit_compile=True))
+    )
+    # ...and so does a run recorded before XLA became switchable.
+    path = tmp_path / "run" / RUN_FILE
+    record = json.loads(path.read_text())
+    record["options"]["jit_compile"] = False
+    path.write_text(json.dumps(record))
+    check_compatible(
+        options.model_dir, run_record(config, dataclasses.replace(options, jit_compile=True))
+    )
+    with pytest.raises(ValueError, match="options.seed"):
+        check_compatible(
+            options.model_dir, run_record(config, dataclasses.replace(options, seed=1))
+        )
