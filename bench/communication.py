@@ -234,15 +234,13 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
         batch = next(trainer.train_iterator)
 
         def trainer_step() -> float:
-            out = trainer.steps.train_fn(*trainer.steps.distribute(batch))
+            out = trainer.steps.train_fn(*batch)
             return float(out["mlm_loss_sum"])
 
         barrier()
         results["trainer"] = time_step(trainer_step, warmup=args.warmup, repeats=args.repeats)
         results["trainer"].update(
-            all_reduced_bytes(
-                trainer.steps.train_fn.get_concrete_function(*trainer.steps.distribute(batch))
-            )
+            all_reduced_bytes(trainer.steps.train_fn.get_concrete_function(*batch))
         )
     return {
         "model": args.model,

@@ -60,7 +60,7 @@ trainer = PretrainingTrainer(config, options, strategy)
 steps = trainer.steps
 batch = next(trainer.train_iterator)
 if accumulation == 1:
-    traced = steps.train_fn.get_concrete_function(*steps.distribute(batch))
+    traced = steps.train_fn.get_concrete_function(*batch)
 else:
     traced = steps.apply_fn.get_concrete_function()
 ops, reduced = collective_bytes(traced)

@@ -60,8 +60,8 @@ def test_larger_batches_do_not_scale_the_loss(tmp_path, prepared, vocab):
     ]
     features, labels = next(trainers[0].train_iterator)
     twice = tf.nest.map_structure(lambda t: tf.concat([t, t], axis=0), (features, labels))
-    once_sums = trainers[0].steps.train([(features, labels)])
-    twice_sums = trainers[1].steps.train([twice])
+    once_sums = {k: float(v) for k, v in trainers[0].steps.train([(features, labels)]).items()}
+    twice_sums = {k: float(v) for k, v in trainers[1].steps.train([twice]).items()}
     assert twice_sums["mlm_count"] == 2 * once_sums["mlm_count"]
     for task, count in (("mlm_loss_sum", "mlm_count"), ("sop_loss_sum", "sop_count")):
         once_mean = once_sums[task] / once_sums[count]

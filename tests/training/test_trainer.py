@@ -101,7 +101,7 @@ def test_xla_matches_graph_mode(tmp_path, prepared, vocab):
 
 
 def _step_op_types(trainer) -> set[str]:
-    batch = trainer.steps.distribute(next(trainer.train_iterator))
+    batch = next(trainer.train_iterator)
     graph_def = trainer.steps.train_fn.get_concrete_function(*batch).graph.as_graph_def()
     nodes = list(graph_def.node)
     for function in graph_def.library.function:

@@ -1,8 +1,12 @@
 """The compiled steps of pretraining: train, accumulate, apply, count, evaluate.
 
 * Each step's global batch is the same examples whatever the strategy: every
-  worker reads the global batch and each replica keeps its slice (see
-  `PretrainingSteps.distribute`), so N workers train exactly like one worker.
+  worker reads the global batch and each replica keeps its slice, inside the
+  compiled step (see `PretrainingSteps._distribute`), so N workers train exactly
+  like one worker and the host dispatches one function call per step.
+* The steps return tensors; nothing is read back to the host but whether the
+  step was applied (`applied`), which the trainer needs to count steps. Losses
+  and counts are read at logging intervals.
 * Losses are per-replica *sums* divided by counts all-reduced over replicas.
 * Gradients are all-reduced once, clipped by global norm, then applied
   without Keras all-reducing them again
@@ -62,12 +66,14 @@ class PretrainingSteps:
     Attributes:
         variables: what the optimizer updates (see `variables_to_train`).
         train_fn: ``(features, labels) -> sums``, one optimizer step on one
-            distributed batch (no accumulation).
-        count_fn: ``labels -> [masked tokens, examples]`` over all replicas.
+            global batch (no accumulation).
+        count_fn: ``[labels, ...] -> [masked tokens, examples]`` of a step's
+            micro-batches (at least 1 each: they divide).
         accumulate_fn: ``(features, labels, normalizers) -> sums``, adds one
-            micro-batch's gradient to the accumulators.
-        apply_fn: ``() -> {"grad_norm"}``, applies and clears the accumulators.
-        eval_fn: ``(features, labels) -> sums`` without training.
+            global micro-batch's gradient to the accumulators.
+        apply_fn: ``() -> {"grad_norm", "applied"}``, applies and clears the
+            accumulators.
+        eval_fn: ``(features, labels) -> sums`` of a global batch, without training.
     """
 
     def __init__(
@@ -101,8 +107,9 @@ class PretrainingSteps:
         self._build()
 
     # ------------------------------------------------------------------ data
-    def distribute(self, batch):
-        """Each replica's slice of a global batch.
+    def _distribute(self, batch):
+        """Each replica's slice of a global batch; called inside the compiled steps,
+        so the split costs the host nothing.
 
         Every worker reads the same global batch and keeps its replicas'
         rows, so a step's examples (and masks) do not depend on how many
@@ -121,27 +128,34 @@ class PretrainingSteps:
 
         return self.strategy.experimental_distribute_values_from_function(replica_slice)
 
-    def train(self, batches: Sequence) -> dict[str, float]:
+    @staticmethod
+    def _batch_counts(features) -> dict[str, tf.Tensor]:
+        """Examples and real tokens of a global batch (token-budget batches vary)."""
+        mask = features["padding_mask"]
+        return {
+            "examples": tf.cast(tf.shape(mask)[0], tf.float32),
+            "tokens": tf.reduce_sum(tf.cast(mask, tf.float32)),
+        }
+
+    def train(self, batches: Sequence) -> dict[str, tf.Tensor]:
         """One optimizer step on ``batches``, the step's global micro-batches
-        (one without gradient accumulation). Returns summed losses, counts and
-        the gradient norm."""
+        (one without gradient accumulation). Returns summed losses, counts, the
+        gradient norm and ``applied`` (False: a non-finite step, skipped), as
+        tensors: reading them back is the caller's choice."""
         if not self._accumulators:
             (batch,) = batches  # no accumulation: a step is one micro-batch
-            out = self.train_fn(*self.distribute(batch))
-        else:
-            distributed = [self.distribute(batch) for batch in batches]
-            # The step's total counts normalise every one of its micro-batches.
-            normalizers = tf.maximum(tf.add_n([self.count_fn(y) for _, y in distributed]), 1.0)
-            totals: dict[str, Any] = {}
-            for features, labels in distributed:
-                for k, v in self.accumulate_fn(features, labels, normalizers).items():
-                    totals[k] = totals.get(k, 0.0) + v
-            out = {**totals, **self.apply_fn()}
-        return {k: float(v) for k, v in out.items()}
+            return self.train_fn(*batch)
+        # The step's total counts normalise every one of its micro-batches.
+        normalizers = self.count_fn([labels for _, labels in batches])
+        totals: dict[str, Any] = {}
+        for features, labels in batches:
+            for k, v in self.accumulate_fn(features, labels, normalizers).items():
+                totals[k] = totals[k] + v if k in totals else v
+        return {**totals, **self.apply_fn()}
 
     def evaluate(self, batch) -> dict[str, tf.Tensor]:
         """Summed losses and counts of one global held-out batch."""
-        return self.eval_fn(*self.distribute(batch))
+        return self.eval_fn(*batch)
 
     # ------------------------------------------------------------------ replica code
     def _forward_sums(self, features, labels, training: bool):
@@ -249,6 +263,10 @@ class PretrainingSteps:
                 for k, v in values.items()
             }
 
+        def applied(step_before):
+            # Exact for both skipping paths (ours and LossScaleOptimizer's).
+            return {"applied": self.optimizer.iterations > step_before}
+
         def fused_step(features, labels):
             grads, sums = self._gradients(features, labels, self._normalizers(labels))
             sums["grad_norm"] = self._apply(grads) / self.num_replicas
@@ -273,24 +291,30 @@ class PretrainingSteps:
 
         @tf.function
         def train_fn(features, labels):
-            return reduce(strategy.run(fused_step, args=(features, labels)))
+            before = tf.identity(self.optimizer.iterations)
+            sums = reduce(strategy.run(fused_step, args=self._distribute((features, labels))))
+            return {**sums, **self._batch_counts(features), **applied(before)}
 
         @tf.function
-        def count_fn(labels):
-            counts = strategy.run(self._local_counts, args=(labels,))
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, counts, axis=None)
+        def count_fn(labels_list):
+            # [masked tokens, examples] of the whole step: the global batches' own
+            # counts, the same as all-reducing every replica's.
+            return tf.maximum(tf.add_n([self._local_counts(y) for y in labels_list]), 1.0)
 
         @tf.function
         def accumulate_fn(features, labels, normalizers):
-            return reduce(strategy.run(accumulate_step, args=(features, labels, normalizers)))
+            distributed = self._distribute((features, labels))
+            sums = reduce(strategy.run(accumulate_step, args=(*distributed, normalizers)))
+            return {**sums, **self._batch_counts(features)}
 
         @tf.function
         def apply_fn():
-            return reduce(strategy.run(apply_accumulated))
+            before = tf.identity(self.optimizer.iterations)
+            return {**reduce(strategy.run(apply_accumulated)), **applied(before)}
 
         @tf.function
         def eval_fn(features, labels):
-            return reduce(strategy.run(eval_step, args=(features, labels)))
+            return reduce(strategy.run(eval_step, args=self._distribute((features, labels))))
 
         if self.options.jit_compile:
             # XLA compiles the model's forward and backward pass; collectives

@@ -229,19 +229,18 @@ class PretrainingTrainer:
             self.options.model_dir, self.chief, worker_index(self.strategy)
         )
 
-    def _train_one_step(self) -> dict[str, float]:
+    def _train_one_step(self, step: int | None = None) -> dict[str, tf.Tensor]:
+        """One attempt at step ``step`` (default: the next one); its sums as tensors,
+        ``applied`` False if it was skipped."""
         # The step's micro-batches are read first: with accumulation, their
         # total counts normalise every one of them.
         batches = [
             next(self.train_iterator) for _ in range(self.options.gradient_accumulation_steps)
         ]
-        step = self.step + 1
+        step = self.step + 1 if step is None else step
         self.hooks.before_step(step)
         sums = self.steps.train(batches)
         self.hooks.after_step(step)
-        # Counted, not assumed: token-budget batches vary in size.
-        sums["examples"] = float(sum(int(f["padding_mask"].shape[0]) for f, _ in batches))
-        sums["tokens"] = float(sum(int(tf.reduce_sum(f["padding_mask"])) for f, _ in batches))
         return sums
 
     # ------------------------------------------------------------------ loops
@@ -327,17 +326,21 @@ class PretrainingTrainer:
 
     def _train_loop(self, bar, preemption: PreemptionSaver, log) -> dict[str, float]:
         options = self.options
-        window: dict[str, float] = {}
-        window_start, window_steps = time.perf_counter(), 0
+        # The step's outputs stay tensors until a metrics line needs them: the host
+        # reads back one flag a step (was it applied?), so it can run ahead of the
+        # device. The step is counted here rather than read from the optimizer.
+        window: list[dict[str, tf.Tensor]] = []
+        window_start = time.perf_counter()
         last: dict[str, float] = {}
         # Steps skipped for a non-finite gradient: in a row, since the last
         # metrics line, and in this process.
         consecutive = skipped = skipped_total = 0
-        while self.step < options.num_train_steps:
+        step = self.step
+        while step < options.num_train_steps:
             preemption.check()
-            before = self.step
-            sums = self._train_one_step()
-            if self.step == before:
+            before = step
+            sums = self._train_one_step(step + 1)
+            if not bool(sums.pop("applied")):
                 # Skipped (see steps.py): the batch is used up, the step is
                 # retried on the next one.
                 consecutive += 1
@@ -355,17 +358,18 @@ class PretrainingTrainer:
                     )
                 continue
             consecutive = 0
-            for k, v in sums.items():
-                window[k] = window.get(k, 0.0) + v
-            window_steps += 1
-            step = self.step
+            window.append(sums)
+            step += 1
             bar.update(1)
             if step % options.log_every_steps == 0 or step == options.num_train_steps:
+                totals = {
+                    k: float(tf.add_n([step_sums[k] for step_sums in window])) for k in window[0]
+                }
                 elapsed = time.perf_counter() - window_start
-                last = summarize(window)
-                last["grad_norm"] = window["grad_norm"] / window_steps
-                last["examples_per_second"] = window["examples"] / elapsed
-                last["tokens_per_second"] = window["tokens"] / elapsed
+                last = summarize(totals)
+                last["grad_norm"] = totals["grad_norm"] / len(window)
+                last["examples_per_second"] = totals["examples"] / elapsed
+                last["tokens_per_second"] = totals["tokens"] / elapsed
                 last["learning_rate"] = float(self.optimizer.learning_rate)
                 last["skipped_steps"] = float(skipped)
                 skipped = 0
@@ -377,7 +381,7 @@ class PretrainingTrainer:
                     ex_s=f"{last['examples_per_second']:.1f}",
                     skipped=skipped_total,
                 )
-                window, window_start, window_steps = {}, time.perf_counter(), 0
+                window, window_start = [], time.perf_counter()
             self.hooks.after_metrics(step)
             if (
                 options.eval_files
