@@ -1,6 +1,6 @@
 """Host work per pretraining step: eager executions and device-to-host reads.
 
-    .venv/bin/python bench/host_work.py            # ~3 min: 1, 2 and 8 replicas
+    .venv/bin/python bench/host_work.py            # ~5 min: 1, 2, 8 replicas; 1, 10 steps a loop
     .venv/bin/python bench/host_work.py --smoke    # 1 and 2 replicas, fewer steps
 
 An accelerator idles while the host dispatches eager ops or waits on a value it
@@ -33,7 +33,7 @@ import common  # noqa: E402
 NAME = "host_work"
 
 
-def _worker(replicas: int, steps: int, warmup: int) -> dict:
+def _worker(replicas: int, steps: int, warmup: int, steps_per_loop: int) -> dict:
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -62,7 +62,7 @@ def _worker(replicas: int, steps: int, warmup: int) -> dict:
         os.path.join(work, "run"), prepared.train_files, max_seq_length=64,
         train_batch_size=8 * replicas, num_train_steps=warmup + steps, num_warmup_steps=1,
         save_checkpoints_steps=10_000, log_every_steps=10, progress_bar=False,
-        precision="float32", jit_compile=False,
+        precision="float32", jit_compile=False, steps_per_loop=steps_per_loop,
     )  # fmt: skip
     reads = collections.Counter()
     original = ops._EagerTensorBase._numpy
@@ -103,6 +103,7 @@ def _worker(replicas: int, steps: int, warmup: int) -> dict:
     by_type = collections.Counter(executions)
     return {
         "replicas": replicas,
+        "steps_per_loop": steps_per_loop,
         "steps_counted": steps,
         "eager_executions_per_step": len(executions) / steps,
         "host_reads_per_step": reads["host_reads"] / steps,
@@ -116,14 +117,19 @@ def main() -> None:
     common.add_common_flags(parser)
     parser.add_argument("--replicas", default="1,2,8")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps_per_loop", default="1,10", help="variants (comma-separated)")
     args = parser.parse_args()
-    steps, warmup = (6, 3) if args.smoke else (args.steps, 5)
+    # Windows of whole metrics intervals (every 10 steps), so loops fill them.
+    steps, warmup = (10, 10) if args.smoke else (args.steps, 10)
     replica_counts = [1, 2] if args.smoke else [int(r) for r in args.replicas.split(",")]
+    loops = [int(k) for k in args.steps_per_loop.split(",")]
     if args.worker:
-        common.worker_main(lambda: _worker(int(args.worker), steps, warmup))
+        replicas, steps_per_loop = (int(x) for x in args.worker.split(":"))
+        common.worker_main(lambda: _worker(replicas, steps, warmup, steps_per_loop))
         return
     rows = [
-        common.spawn(__file__, ["--worker", str(n), "--steps", str(args.steps)], args)
+        common.spawn(__file__, ["--worker", f"{n}:{k}", "--steps", str(args.steps)], args)
+        for k in loops
         for n in replica_counts
     ]
     report = {
@@ -133,13 +139,14 @@ def main() -> None:
         "steps": steps,
         "results": rows,
     }
-    lines = ["replicas  eager executions/step  host reads/step  ms/step (counting on)"]
+    lines = ["replicas  steps/loop  eager executions/step  host reads/step  ms/step (counting on)"]
     for row in rows:
         if "error" in row:
             lines.append(f"{row.get('replicas', '?'):>8}  error: {row['error']}")
             continue
         lines.append(
-            f"{row['replicas']:>8}  {row['eager_executions_per_step']:>21.1f}  "
+            f"{row['replicas']:>8}  {row['steps_per_loop']:>10}  "
+            f"{row['eager_executions_per_step']:>21.1f}  "
             f"{row['host_reads_per_step']:>15.1f}  {row['ms_per_step_with_counting']:>8.1f}"
         )
     common.publish(report, common.output_path(args, NAME), "\n".join(lines))

@@ -145,6 +145,14 @@ flags.DEFINE_bool(
     "fused kernels (built with the C++ compiler on first use; stock TensorFlow ops if "
     "that fails). Not with --jit_compile.",
 )
+flags.DEFINE_integer(
+    "steps_per_loop",
+    _DEFAULTS["steps_per_loop"],
+    "Optimizer steps per compiled call: the host dispatches and reads back once per "
+    "loop, which keeps an accelerator busy (try 100 on GPUs/TPUs). Loops stop at every "
+    "logging, checkpoint and evaluation step. Not with --gradient_accumulation_steps.",
+    lower_bound=1,
+)
 flags.DEFINE_integer("seed", _DEFAULTS["seed"], "Seed of data order, masks and initialisation.")
 # --- distribution
 flags.DEFINE_enum(

@@ -1,6 +1,6 @@
 """One pretraining process for the distribution tests; writes its weights.
 
-usage: distributed_worker.py STRATEGY OUT.npz TRAIN_FILES TOKENIZER_DIR MODEL_DIR
+usage: distributed_worker.py STRATEGY OUT.npz TRAIN_FILES TOKENIZER_DIR MODEL_DIR [STEPS_PER_LOOP]
 STRATEGY: default | mirrored2 (two logical CPU replicas) | multi_worker (TF_CONFIG)
 """
 
@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 strategy_name, out, train_files, tokenizer_dir, model_dir = sys.argv[1:6]
+steps_per_loop = int(sys.argv[6]) if len(sys.argv) > 6 else 1
 if strategy_name == "mirrored2":
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -39,6 +40,7 @@ options = PretrainingOptions(
     save_checkpoints_steps=1000,
     log_every_steps=1000,
     precision="float32",  # replicas vs one process is compared to float tolerance
+    steps_per_loop=steps_per_loop,
 )
 trainer = PretrainingTrainer(config, options, strategy)
 trainer.train(log=lambda *_: None)

@@ -26,7 +26,7 @@ def _weights(path):
         ], int(f["replicas"])
 
 
-def _run(strategy, out, prepared, model_dir, env=None):
+def _run(strategy, out, prepared, model_dir, env=None, steps_per_loop=1):
     return subprocess.Popen(
         [
             sys.executable,
@@ -36,6 +36,7 @@ def _run(strategy, out, prepared, model_dir, env=None):
             prepared.train_files,
             prepared.tokenizer_dir,
             str(model_dir),
+            str(steps_per_loop),
         ],
         env=env or _env(),
         stdout=subprocess.PIPE,
@@ -62,6 +63,15 @@ def _max_diff(a, b):
 
 def test_two_mirrored_replicas_equal_one(prepared, single, tmp_path):
     _wait(_run("mirrored2", tmp_path / "w.npz", prepared, tmp_path / "model"))
+    weights, replicas = _weights(tmp_path / "w.npz")
+    assert replicas == 2
+    assert _max_diff(weights, single) < 1e-5
+
+
+def test_two_replicas_in_compiled_loops_equal_one_replica_a_step_a_call(prepared, single, tmp_path):
+    # Five steps as loops of 2, 2 and 1 (the run's end stops a loop), each one
+    # compiled call on two mirrored replicas: the same steps on the same batches.
+    _wait(_run("mirrored2", tmp_path / "w.npz", prepared, tmp_path / "model", steps_per_loop=2))
     weights, replicas = _weights(tmp_path / "w.npz")
     assert replicas == 2
     assert _max_diff(weights, single) < 1e-5

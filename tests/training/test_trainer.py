@@ -1,9 +1,11 @@
 """In-process pretraining runs: learning, accumulation, precision, XLA."""
 
 import json
+import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from training_utils import flat_weights, tiny_albert, tiny_options
 
 from albert_tf.training.pretraining.trainer import PretrainingTrainer
@@ -139,3 +141,48 @@ def test_batch_not_divisible_by_accumulation(tmp_path, prepared, vocab):
                 tmp_path / "x", prepared, train_batch_size=9, gradient_accumulation_steps=2
             ),
         )
+
+
+def test_compiled_loops_of_steps_train_and_log_like_one_step_a_call(tmp_path, prepared, vocab):
+    # Loops stop at every logging and checkpoint step: 7 steps with metrics every 3
+    # and a checkpoint at 4 run as loops of 3, 1, 2 and 1 (steps_per_loop=5).
+    runs = {}
+    for steps_per_loop in (1, 5):
+        name = f"loop{steps_per_loop}"
+        trainer = PretrainingTrainer(
+            tiny_albert(vocab),
+            tiny_options(
+                tmp_path / name,
+                prepared,
+                num_train_steps=7,
+                log_every_steps=3,
+                save_checkpoints_steps=4,
+                steps_per_loop=steps_per_loop,
+            ),
+        )
+        trainer.train(log=lambda *_: None)
+        assert trainer.step == 7
+        metrics = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").open()]
+        runs[steps_per_loop] = (trainer, metrics)
+    (one, metrics_one), (loop, metrics_loop) = runs[1], runs[5]
+    assert np.abs(flat_weights(one.model) - flat_weights(loop.model)).max() < 1e-6
+    assert [m["step"] for m in metrics_loop] == [m["step"] for m in metrics_one] == [3, 6, 7]
+    for a, b in zip(metrics_one, metrics_loop, strict=True):
+        for key in ("mlm_loss", "sop_loss", "mlm_accuracy", "grad_norm", "skipped_steps"):
+            assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), key
+    saved = [
+        os.path.basename(p)
+        for p in tf.io.gfile.glob(str(tmp_path / "loop5/checkpoints/ckpt-*.index"))
+    ]
+    assert sorted(saved) == ["ckpt-4.index", "ckpt-7.index"]
+    assert loop.steps.train_loop_fn.experimental_get_tracing_count() == 1
+
+
+def test_steps_per_loop_refuses_what_it_cannot_do(tmp_path, prepared):
+    for overrides, message in (
+        ({"steps_per_loop": 0}, "at least 1"),
+        ({"steps_per_loop": 4, "gradient_accumulation_steps": 2}, "gradient accumulation"),
+        ({"steps_per_loop": 4, "faults": "nonfinite_at_step:2"}, "fault injection"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            tiny_options(tmp_path, prepared, **overrides).validate(1)

@@ -65,6 +65,10 @@ per replica and micro-batch (128 × 1 accumulation steps × 1 replicas); set \
     #: a run may resume with it switched.
     jit_compile: bool | None = None
     fused_kernels: bool = True
+    #: Optimizer steps per call of the compiled loop: the host dispatches one call
+    #: and reads two numbers back per loop, not per step. Loops end at every logging,
+    #: checkpoint and evaluation step, so those happen exactly as with 1.
+    steps_per_loop: int = 1
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 5
     eval_every_steps: int = 0
@@ -94,6 +98,16 @@ per replica and micro-batch (128 × 1 accumulation steps × 1 replicas); set \
             raise ValueError("optimizer must be 'lamb' or 'adamw'")
         if self.data_service_mode not in DATA_SERVICE_MODES:
             raise ValueError(f"data_service_mode must be one of {DATA_SERVICE_MODES}")
+        if self.steps_per_loop < 1:
+            raise ValueError("steps_per_loop must be at least 1")
+        if self.steps_per_loop > 1 and self.gradient_accumulation_steps > 1:
+            raise ValueError(
+                "--steps_per_loop > 1 runs whole steps in one compiled loop, which does not "
+                "yet take gradient accumulation; use --steps_per_loop=1 with "
+                "--gradient_accumulation_steps."
+            )
+        if self.steps_per_loop > 1 and self.faults:
+            raise ValueError("fault injection needs --steps_per_loop=1 (it acts between steps)")
         if self.max_consecutive_nonfinite_steps < 1:
             raise ValueError("max_consecutive_nonfinite_steps must be at least 1")
         micro = self.gradient_accumulation_steps * num_replicas

@@ -33,6 +33,7 @@ RESUMABLE_OPTIONS = (
     "keep_checkpoint_max",
     "fused_kernels",
     "jit_compile",
+    "steps_per_loop",
     # Where batches are made, not what they hold.
     "data_service",
     "data_service_mode",

@@ -57,6 +57,20 @@ def variables_to_train(model: AlbertPretrainingModel, sentence_task: str) -> lis
     return [v for v in variables if id(v) not in unused]
 
 
+#: What a training step sums (and the compiled loop adds up over its steps).
+STEP_SUMS = (
+    "mlm_loss_sum",
+    "mlm_correct",
+    "mlm_count",
+    "sop_loss_sum",
+    "sop_correct",
+    "sop_count",
+    "grad_norm",
+    "examples",
+    "tokens",
+)
+
+
 class PretrainingSteps:
     """The `tf.function` steps of one pretraining run under ``strategy``.
 
@@ -67,6 +81,8 @@ class PretrainingSteps:
         variables: what the optimizer updates (see `variables_to_train`).
         train_fn: ``(features, labels) -> sums``, one optimizer step on one
             global batch (no accumulation).
+        train_loop_fn: ``(iterator, num_steps) -> sums``, several steps in one
+            call (see `train_loop`).
         count_fn: ``[labels, ...] -> [masked tokens, examples]`` of a step's
             micro-batches (at least 1 each: they divide).
         accumulate_fn: ``(features, labels, normalizers) -> sums``, adds one
@@ -152,6 +168,13 @@ class PretrainingSteps:
             for k, v in self.accumulate_fn(features, labels, normalizers).items():
                 totals[k] = totals[k] + v if k in totals else v
         return {**totals, **self.apply_fn()}
+
+    def train_loop(self, iterator, num_steps: int) -> dict[str, tf.Tensor]:
+        """``num_steps`` attempts at optimizer steps in one compiled call, each on the
+        next global batch of ``iterator`` (no accumulation). Returns the `STEP_SUMS`
+        of the applied steps, ``applied_steps`` and ``trailing_skipped`` (attempts
+        skipped since the last applied one)."""
+        return self.train_loop_fn(iterator, tf.constant(num_steps, tf.int32))
 
     def evaluate(self, batch) -> dict[str, tf.Tensor]:
         """Summed losses and counts of one global held-out batch."""
@@ -289,11 +312,33 @@ class PretrainingSteps:
         def eval_step(features, labels):
             return self._forward_sums(features, labels, training=False)
 
-        @tf.function
-        def train_fn(features, labels):
+        def train_body(features, labels):
             before = tf.identity(self.optimizer.iterations)
             sums = reduce(strategy.run(fused_step, args=self._distribute((features, labels))))
             return {**sums, **self._batch_counts(features), **applied(before)}
+
+        @tf.function
+        def train_fn(features, labels):
+            return train_body(features, labels)
+
+        @tf.function
+        def train_loop_fn(iterator, num_steps):
+            def body(i, totals, done, trailing):
+                out = train_body(*next(iterator))
+                ok = out.pop("applied")
+                if set(out) != set(STEP_SUMS):  # at trace time: STEP_SUMS is stale
+                    raise ValueError(f"STEP_SUMS {STEP_SUMS} != step outputs {sorted(out)}")
+                # A skipped step's sums are left out, as the one-step loop does.
+                totals = {k: totals[k] + tf.where(ok, out[k], 0.0) for k in STEP_SUMS}
+                done += tf.cast(ok, tf.int32)
+                trailing = tf.where(ok, 0, trailing + 1)
+                return i + 1, totals, done, trailing
+
+            zeros = {k: tf.constant(0.0) for k in STEP_SUMS}
+            _, totals, done, trailing = tf.while_loop(
+                lambda i, *_: i < num_steps, body, (tf.constant(0), zeros, 0, 0)
+            )
+            return {**totals, "applied_steps": done, "trailing_skipped": trailing}
 
         @tf.function
         def count_fn(labels_list):
@@ -321,5 +366,6 @@ class PretrainingSteps:
             # and the optimizer update stay outside the cluster.
             self._gradients = tf.function(self._gradients, jit_compile=True)
         self.train_fn, self.accumulate_fn, self.apply_fn = train_fn, accumulate_fn, apply_fn
+        self.train_loop_fn = train_loop_fn
         self.count_fn = count_fn
         self.eval_fn = eval_fn

@@ -324,13 +324,24 @@ class PretrainingTrainer:
             storage.rmtree(self._checkpoint_dir(), ignore_errors=True)
         return last
 
+    def _loop_length(self, step: int) -> int:
+        """Steps the next call may run from ``step``: at most ``steps_per_loop``, and
+        never past a step that logs, saves, evaluates or ends the run."""
+        options = self.options
+        intervals = [options.log_every_steps, options.save_checkpoints_steps]
+        if options.eval_files and options.eval_every_steps:
+            intervals.append(options.eval_every_steps)
+        next_stop = min(options.num_train_steps, *(step + k - step % k for k in intervals if k > 0))
+        return max(1, min(options.steps_per_loop, next_stop - step))
+
     def _train_loop(self, bar, preemption: PreemptionSaver, log) -> dict[str, float]:
         options = self.options
-        # The step's outputs stay tensors until a metrics line needs them: the host
-        # reads back one flag a step (was it applied?), so it can run ahead of the
-        # device. The step is counted here rather than read from the optimizer.
+        # The steps' outputs stay tensors until a metrics line needs them: the host
+        # reads back whether (how many) steps were applied, and nothing else, so it
+        # can run ahead of the device. Steps are counted here rather than read from
+        # the optimizer.
         window: list[dict[str, tf.Tensor]] = []
-        window_start = time.perf_counter()
+        window_start, window_steps = time.perf_counter(), 0
         last: dict[str, float] = {}
         # Steps skipped for a non-finite gradient: in a row, since the last
         # metrics line, and in this process.
@@ -338,36 +349,56 @@ class PretrainingTrainer:
         step = self.step
         while step < options.num_train_steps:
             preemption.check()
-            before = step
-            sums = self._train_one_step(step + 1)
-            if not bool(sums.pop("applied")):
+            attempts = self._loop_length(step)
+            if attempts == 1:
+                sums = self._train_one_step(step + 1)
+                applied = int(bool(sums.pop("applied")))
+                trailing = 1 - applied
+            else:
+                self.hooks.before_step(step + 1)
+                sums = self.steps.train_loop(self.train_iterator, attempts)
+                applied = int(sums.pop("applied_steps"))
+                trailing = int(sums.pop("trailing_skipped"))
+                self.hooks.after_step(step + applied)
+            if applied < attempts:
                 # Skipped (see steps.py): the batch is used up, the step is
                 # retried on the next one.
-                consecutive += 1
-                skipped += 1
-                skipped_total += 1
+                missed = attempts - applied
+                consecutive = consecutive + missed if applied == 0 else trailing
+                skipped += missed
+                skipped_total += missed
                 bar.set_postfix(skipped=skipped_total)
-                log(f"step {before + 1}: non-finite gradient, skipped (weights unchanged)")
+                if attempts == 1:
+                    log(f"step {step + 1}: non-finite gradient, skipped (weights unchanged)")
+                else:
+                    log(
+                        f"{missed} of {attempts} steps from step {step + 1} on had a "
+                        "non-finite gradient: skipped (weights unchanged by them)"
+                    )
                 if consecutive >= options.max_consecutive_nonfinite_steps:
                     raise FloatingPointError(
                         f"{consecutive} steps in a row had a non-finite loss or gradient, "
-                        f"the last at step {before + 1}; the weights are still those of step "
-                        f"{before}. Lower --learning_rate (or lengthen --num_warmup_steps), "
-                        "use --precision=float32 or bfloat16 instead of float16, or check "
-                        "the training data. --max_consecutive_nonfinite_steps sets this limit."
+                        f"the last at step {step + applied + 1}; the weights are still those "
+                        f"of step {step + applied}. Lower --learning_rate (or lengthen "
+                        "--num_warmup_steps), use --precision=float32 or bfloat16 instead of "
+                        "float16, or check the training data. "
+                        "--max_consecutive_nonfinite_steps sets this limit."
                     )
-                continue
-            consecutive = 0
+                if applied == 0:
+                    continue
+            else:
+                consecutive = 0
             window.append(sums)
-            step += 1
-            bar.update(1)
+            window_steps += applied
+            step += applied
+            bar.update(applied)
             if step % options.log_every_steps == 0 or step == options.num_train_steps:
                 totals = {
                     k: float(tf.add_n([step_sums[k] for step_sums in window])) for k in window[0]
                 }
                 elapsed = time.perf_counter() - window_start
                 last = summarize(totals)
-                last["grad_norm"] = totals["grad_norm"] / len(window)
+                last["grad_norm"] = totals["grad_norm"] / window_steps
                 last["examples_per_second"] = totals["examples"] / elapsed
                 last["tokens_per_second"] = totals["tokens"] / elapsed
                 last["learning_rate"] = float(self.optimizer.learning_rate)
@@ -381,7 +412,7 @@ class PretrainingTrainer:
                     ex_s=f"{last['examples_per_second']:.1f}",
                     skipped=skipped_total,
                 )
-                window, window_start = [], time.perf_counter()
+                window, window_start, window_steps = [], time.perf_counter(), 0
             self.hooks.after_metrics(step)
             if (
                 options.eval_files
