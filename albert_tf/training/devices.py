@@ -57,13 +57,16 @@ class Devices:
 
     @classmethod
     def detect(cls, strategy: tf.distribute.Strategy | None = None) -> Devices:
+        """Reads physical devices only: listing logical ones would start TensorFlow's
+        runtime, after which a multi-worker strategy can no longer set up its
+        collectives ("Collective ops must be configured at program startup")."""
         gpus = []
         for device in tf.config.list_physical_devices("GPU"):
             details = tf.config.experimental.get_device_details(device)
             capability = details.get("compute_capability")
             gpus.append(tuple(capability) if capability else None)
         tpu = isinstance(strategy, tf.distribute.TPUStrategy) or bool(
-            tf.config.list_logical_devices("TPU")
+            tf.config.list_physical_devices("TPU")
         )
         return cls(tuple(gpus), tpu, frozenset(cpu_flags()))
 

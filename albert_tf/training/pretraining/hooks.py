@@ -27,7 +27,13 @@ if TYPE_CHECKING:
 
 class TrainerHook:
     """No-op at every point; override the ones you need. ``step`` counts from 1:
-    the update that moves the global step from ``step - 1`` to ``step``."""
+    the update that moves the global step from ``step - 1`` to ``step``.
+
+    With ``steps_per_loop`` > 1 the host sees loops, not steps: ``before_step`` runs
+    with a loop's first step and ``after_step`` with the last it reached (its first
+    when none applied), and the others once per loop, with the step it ended at
+    (loops end at every logging, checkpoint and evaluation step).
+    """
 
     def install(self, steps: PretrainingSteps) -> None:
         """Once, before the step functions are traced (e.g. to wrap the loss)."""

@@ -169,12 +169,23 @@ class PretrainingSteps:
                 totals[k] = totals[k] + v if k in totals else v
         return {**totals, **self.apply_fn()}
 
-    def train_loop(self, iterator, num_steps: int) -> dict[str, tf.Tensor]:
-        """``num_steps`` attempts at optimizer steps in one compiled call, each on the
-        next global batch of ``iterator`` (no accumulation). Returns the `STEP_SUMS`
-        of the applied steps, ``applied_steps`` and ``trailing_skipped`` (attempts
-        skipped since the last applied one)."""
-        return self.train_loop_fn(iterator, tf.constant(num_steps, tf.int32))
+    def train_loop(
+        self, iterator, num_steps: int, consecutive_skipped: int = 0
+    ) -> dict[str, tf.Tensor]:
+        """Up to ``num_steps`` attempts at optimizer steps in one compiled call, each
+        on the next global batch of ``iterator`` (no accumulation).
+
+        ``consecutive_skipped``: non-finite steps in a row before this call; the loop
+        stops early when that run reaches ``max_consecutive_nonfinite_steps``.
+        Returns the `STEP_SUMS` of the applied steps, ``attempts``,
+        ``applied_steps`` and ``consecutive_skipped`` (the run of skips at the end).
+        """
+        return self.train_loop_fn(
+            iterator,
+            tf.constant(num_steps, tf.int32),
+            tf.constant(consecutive_skipped, tf.int32),
+            tf.constant(self.options.max_consecutive_nonfinite_steps, tf.int32),
+        )
 
     def evaluate(self, batch) -> dict[str, tf.Tensor]:
         """Summed losses and counts of one global held-out batch."""
@@ -322,8 +333,8 @@ class PretrainingSteps:
             return train_body(features, labels)
 
         @tf.function
-        def train_loop_fn(iterator, num_steps):
-            def body(i, totals, done, trailing):
+        def train_loop_fn(iterator, num_steps, consecutive_skipped, max_consecutive):
+            def body(i, totals, done, run):
                 out = train_body(*next(iterator))
                 ok = out.pop("applied")
                 if set(out) != set(STEP_SUMS):  # at trace time: STEP_SUMS is stale
@@ -331,14 +342,23 @@ class PretrainingSteps:
                 # A skipped step's sums are left out, as the one-step loop does.
                 totals = {k: totals[k] + tf.where(ok, out[k], 0.0) for k in STEP_SUMS}
                 done += tf.cast(ok, tf.int32)
-                trailing = tf.where(ok, 0, trailing + 1)
-                return i + 1, totals, done, trailing
+                run = tf.where(ok, 0, run + 1)
+                return i + 1, totals, done, run
+
+            def more(i, totals, done, run):
+                # Stops early once the skips in a row reach the limit: the host raises.
+                return tf.logical_and(i < num_steps, run < max_consecutive)
 
             zeros = {k: tf.constant(0.0) for k in STEP_SUMS}
-            _, totals, done, trailing = tf.while_loop(
-                lambda i, *_: i < num_steps, body, (tf.constant(0), zeros, 0, 0)
+            attempts, totals, done, run = tf.while_loop(
+                more, body, (tf.constant(0), zeros, tf.constant(0), consecutive_skipped)
             )
-            return {**totals, "applied_steps": done, "trailing_skipped": trailing}
+            return {
+                **totals,
+                "attempts": attempts,
+                "applied_steps": done,
+                "consecutive_skipped": run,
+            }
 
         @tf.function
         def count_fn(labels_list):

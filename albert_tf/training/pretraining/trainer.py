@@ -349,22 +349,27 @@ class PretrainingTrainer:
         step = self.step
         while step < options.num_train_steps:
             preemption.check()
-            attempts = self._loop_length(step)
-            if attempts == 1:
+            if options.steps_per_loop == 1:
+                attempts = 1
                 sums = self._train_one_step(step + 1)
                 applied = int(bool(sums.pop("applied")))
-                trailing = 1 - applied
+                run = 0 if applied else consecutive + 1
             else:
+                # One compiled loop, also when a boundary leaves room for one step
+                # (train_fn would be a second trace, with XLA a second compile).
                 self.hooks.before_step(step + 1)
-                sums = self.steps.train_loop(self.train_iterator, attempts)
+                sums = self.steps.train_loop(
+                    self.train_iterator, self._loop_length(step), consecutive
+                )
+                attempts = int(sums.pop("attempts"))
                 applied = int(sums.pop("applied_steps"))
-                trailing = int(sums.pop("trailing_skipped"))
-                self.hooks.after_step(step + applied)
+                run = int(sums.pop("consecutive_skipped"))
+                self.hooks.after_step(step + max(applied, 1))
             if applied < attempts:
                 # Skipped (see steps.py): the batch is used up, the step is
                 # retried on the next one.
                 missed = attempts - applied
-                consecutive = consecutive + missed if applied == 0 else trailing
+                consecutive = run
                 skipped += missed
                 skipped_total += missed
                 bar.set_postfix(skipped=skipped_total)
