@@ -18,13 +18,14 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import kernels
+from albert_tf import kernels, storage
 from albert_tf.checkpoints.saved_format import save_model
 from albert_tf.data.multiple_choice import (
     MultipleChoiceExample,
     encode_multiple_choice,
     multiple_choice_batches,
 )
+from albert_tf.storage import write_json_atomic
 from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
 
 #: Written next to the best checkpoint (the task, its packing settings and
@@ -189,8 +190,9 @@ class FineTuningTrainer:
 
     def save(self, directory: str, metrics: dict) -> None:
         save_model(self.model, directory, tokenizer=self.tokenizer)
-        with open(os.path.join(directory, SETTINGS_FILE), "w", encoding="utf-8") as f:
-            json.dump(self.settings() | {"metrics": metrics}, f, indent=2)
+        write_json_atomic(
+            os.path.join(directory, SETTINGS_FILE), self.settings() | {"metrics": metrics}
+        )
 
     def fit(self, train, dev) -> dict:
         """Trains, evaluating on ``dev`` every ``eval_every`` steps.
@@ -214,7 +216,7 @@ class FineTuningTrainer:
             layer_adaptation=self.optimizer_name == "lamb",
         )
         train_step = self._build_train_step(optimizer)
-        os.makedirs(self.output_dir, exist_ok=True)
+        storage.makedirs(self.output_dir)  # a gs:// (file://, ram://) output_dir too
         best_dir = os.path.join(self.output_dir, "best")
         log_path = os.path.join(self.output_dir, "metrics.jsonl")
         history: list[dict] = []
@@ -250,8 +252,7 @@ class FineTuningTrainer:
                     record["seconds"] = round(time.perf_counter() - start, 1)
                     run_loss, run_correct, run_count = 0.0, 0.0, 0
                     history.append(record)
-                    with open(log_path, "a", encoding="utf-8") as f:
-                        f.write(json.dumps(record) + "\n")
+                    storage.append_text(log_path, json.dumps(record) + "\n")
                     if metrics[self.metric] > best:
                         best, best_step, stale = metrics[self.metric], step, 0
                         self.save(best_dir, record)

@@ -7,6 +7,7 @@ import json
 import random
 
 import keras
+import tensorflow as tf
 from testing_utils import tiny_config
 
 import albert_tf
@@ -117,3 +118,24 @@ def test_trainer_rejects_wrong_tokenizer_and_lengths(mc_models, tmp_path):
             output_dir=tmp_path,
             max_seq_length=1024,
         )
+
+
+def test_a_url_output_dir_gets_every_file_and_no_local_folder(mc_models, tmp_path, monkeypatch):
+    # As a gs:// output_dir on a cloud run (ram:// here): best/, finetune.json and
+    # metrics.jsonl are written there, nothing in a local folder named "ram:".
+    monkeypatch.chdir(tmp_path)
+    tokenizer = load_tokenizer(mc_models["en"]["model"] / "tokenizer")
+    model = albert_tf.AlbertMultipleChoice.from_albert_config(
+        tiny_config(vocab_size=tokenizer.vocabulary_size, num_hidden_layers=1)
+    )
+    url = "ram://albert_tf_finetune/run"
+    trainer = MultipleChoiceTrainer(
+        model, tokenizer, output_dir=url, max_seq_length=32, max_qa_length=8, batch_size=8,
+        num_train_steps=2, eval_every=2, progress=False,
+    )  # fmt: skip
+    result = trainer.fit(_items(16, 0), _items(8, 1))
+    assert len(tf.io.gfile.GFile(f"{url}/metrics.jsonl").read().splitlines()) == 1
+    settings = json.loads(tf.io.gfile.GFile(f"{url}/best/finetune.json").read())
+    assert settings["metrics"]["step"] == result["best_step"] == 2
+    assert albert_tf.load_multiple_choice(f"{url}/best").config == model.config
+    assert list(tmp_path.iterdir()) == []
