@@ -203,7 +203,8 @@ class PretrainingSteps:
 
     @staticmethod
     def _local_counts(labels):
-        """[masked tokens, examples] of this replica's micro-batch."""
+        """[masked tokens, examples] of a micro-batch: a replica's slice, or in
+        `count_fn` a global batch."""
         return tf.stack(
             [
                 tf.reduce_sum(tf.cast(labels["mask_weights"], tf.float32)),

@@ -147,7 +147,7 @@ class PretrainingTrainer:
         options.validate(self.num_replicas)
         if options.data_service and num_workers(self.strategy) > 1:
             # Every worker must read the same global batch (see
-            # PretrainingSteps.distribute); a service job hands each batch to
+            # PretrainingSteps._distribute); a service job hands each batch to
             # one reader only.
             raise ValueError(
                 "--data_service feeds one training process; with several workers "
@@ -155,10 +155,10 @@ class PretrainingTrainer:
                 "batch, which a tf.data service job does not give. Drop --data_service "
                 "or train in one process."
             )
-        # "auto" resumes in the precision the run started with (the record
-        # holds the resolved one), whatever machine it resumes on.
         #: What the defaults were chosen for.
         self.devices = Devices.detect(self.strategy)
+        # "auto" resumes in the precision the run started with (the record
+        # holds the resolved one), whatever machine it resumes on.
         previous = run_record.read_run_record(options.model_dir)
         recorded = previous.get("options", {}).get("precision")
         if options.precision == "auto" and recorded:
