@@ -52,7 +52,7 @@ from albert_tf.training.pretraining.hooks import TrainerHook
 if TYPE_CHECKING:
     import tensorflow as tf
 
-    from albert_tf.training.pretraining.steps import PretrainingSteps
+    from albert_tf.training.steps import TrainingSteps
 
 #: The environment variable the ``pretrain`` command reads the spec from.
 ENV_VAR = "ALBERT_TF_FAULTS"
@@ -126,7 +126,7 @@ class FaultInjection(TrainerHook):
         self._factor: tf.Variable | None = None
         self._injected = False
 
-    def install(self, steps: PretrainingSteps) -> None:
+    def install(self, steps: TrainingSteps) -> None:
         if not self.faults.injects_nonfinite:
             return
         import tensorflow as tf

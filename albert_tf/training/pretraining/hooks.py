@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from albert_tf.training.pretraining.steps import PretrainingSteps
+    from albert_tf.training.steps import TrainingSteps
 
 
 class TrainerHook:
@@ -35,7 +35,7 @@ class TrainerHook:
     (loops end at every logging, checkpoint and evaluation step).
     """
 
-    def install(self, steps: PretrainingSteps) -> None:
+    def install(self, steps: TrainingSteps) -> None:
         """Once, before the step functions are traced (e.g. to wrap the loss)."""
 
     def before_step(self, step: int) -> None:
@@ -64,7 +64,7 @@ class Hooks(TrainerHook):
     def __init__(self, hooks: Sequence[TrainerHook] = ()):
         self.hooks = list(hooks)
 
-    def install(self, steps: PretrainingSteps) -> None:
+    def install(self, steps: TrainingSteps) -> None:
         for hook in self.hooks:
             hook.install(steps)
 
