@@ -228,8 +228,6 @@ def measure_training(args: argparse.Namespace) -> dict[str, Any]:
     """Items/s of the trainer's own train step on quantile-picked batches of one epoch."""
     import statistics
 
-    from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
-
     with tempfile.TemporaryDirectory() as out:
         trainer = make_trainer(args, out)
         encoded = trainer.encode(load_items(args, args.dataset))
@@ -255,25 +253,15 @@ def measure_training(args: argparse.Namespace) -> dict[str, Any]:
                     f"a [{args.batch_size}, {options}, {length}] step needs ~{need:.1f} GB, "
                     f"{have:.1f} GB free: pass a smaller --batch_size"
                 )
-        # The optimizer and schedule fit() builds (AdamW, warm-up + linear decay).
-        total = 1000
-        schedule = WarmupPolynomialDecay(
-            trainer.learning_rate,
-            total_steps=total,
-            warmup_steps=int(trainer.warmup_proportion * total),
-        )
-        optimizer = AlbertOptimizer(
-            learning_rate=schedule,
-            weight_decay_rate=trainer.weight_decay_rate,
-            layer_adaptation=trainer.optimizer_name == "lamb",
-        )
-        train_step = trainer._build_train_step(optimizer)
+        # The optimizer, schedule and compiled steps fit() builds (AdamW, warm-up +
+        # linear decay, the shared TrainingSteps).
+        steps = trainer.build_steps(1000)
         feed = iter(sequence)
 
         def step() -> float:
-            features, labels = next(feed)  # numpy, as fit() passes them
-            loss, _ = train_step(*(features[k] for k in FIELDS), labels)
-            return float(loss)
+            features, labels = next(feed)  # numpy, as fit()'s dataset yields them
+            sums = steps.train([({k: features[k] for k in FIELDS}, labels)])
+            return float(sums["loss_sum"] / sums["examples"])
 
         timing = time_step(step, args.warmup, args.repeats)
     timed_batches = sequence[args.warmup :]

@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from absl import flags
 
-from albert_tf.cli import runner
+from albert_tf.cli import runner, scale_flags
 from albert_tf.cli.runner import UserError
 from albert_tf.data.multiple_choice import CONTEXT_KEEP
 
 FLAGS = flags.FLAGS
+# --strategy, --precision, --jit_compile, --gradient_accumulation_steps, --steps_per_loop,
+# --fused_kernels: the same flags and defaults as pretraining.
+flags.adopt_module_key_flags(scale_flags)
 TASKS = ("multiple_choice", "classification")
 flags.DEFINE_enum("task", "multiple_choice", list(TASKS), "What to fine-tune for.")
 flags.DEFINE_integer(
@@ -62,7 +66,9 @@ flags.DEFINE_enum(
     "multiple_choice: which end of a too-long context is kept: start (a reading passage) or end "
     "(a 'what comes next?' item, whose clue is the text just before the options).",
 )
-flags.DEFINE_integer("batch_size", 16, "Items per step.")
+flags.DEFINE_integer(
+    "batch_size", 16, "Items per optimizer step (all replicas, all accumulation steps)."
+)
 flags.DEFINE_float("learning_rate", 1e-5, "Peak learning rate.")
 flags.DEFINE_float("num_epochs", 3.0, "Epochs (unless --num_train_steps).")
 flags.DEFINE_integer("num_train_steps", None, "Total steps.")
@@ -74,12 +80,6 @@ flags.DEFINE_integer("seed", 0, "Random seed (weights of a fresh head, shuffling
 flags.DEFINE_integer("max_items", None, "Use at most this many training items (quick runs).")
 flags.DEFINE_string("export_dir", None, "Also export the best checkpoint as a SavedModel here.")
 flags.DEFINE_bool("progress", True, "Show a progress bar.")
-flags.DEFINE_bool(
-    "fused_kernels",
-    True,
-    "On CPU, train with the fused GELU, LayerNorm, masked-softmax and head split/merge "
-    "kernels (stock TensorFlow ops if they cannot be built).",
-)
 
 
 def load_items(specs: list[str], seed: int):
@@ -170,7 +170,36 @@ def main() -> None:
     from albert_tf.serving import read_finetune_settings
     from albert_tf.tokenizers import load_tokenizer
     from albert_tf.training.classification import ClassificationTrainer
+    from albert_tf.training.devices import (
+        Devices,
+        auto_jit_compile,
+        missing_gpu_warning,
+        setup_line,
+    )
     from albert_tf.training.finetuning import MultipleChoiceTrainer
+    from albert_tf.training.precision import dtype_policy, resolve_precision
+    from albert_tf.training.strategies import create_strategy
+
+    if FLAGS.strategy == "multi_worker_mirrored":
+        raise UserError(
+            "fine-tuning runs in one process: use --strategy=mirrored (all local GPUs) "
+            "or --strategy=tpu; multi_worker_mirrored is for pretraining"
+        )
+    if FLAGS.steps_per_loop > 1 and FLAGS.gradient_accumulation_steps > 1:
+        raise UserError(
+            "--steps_per_loop > 1 runs one micro-batch a step: drop "
+            "--gradient_accumulation_steps, or use --steps_per_loop=1"
+        )
+    if FLAGS.batch_size % FLAGS.gradient_accumulation_steps:
+        raise UserError(
+            f"--batch_size={FLAGS.batch_size} must be a multiple of "
+            f"--gradient_accumulation_steps={FLAGS.gradient_accumulation_steps}"
+        )
+    strategy = create_strategy(FLAGS.strategy, FLAGS.tpu)
+    devices = Devices.detect(strategy)
+    precision = resolve_precision(FLAGS.precision, devices=devices)
+    jit_compile = auto_jit_compile(devices) if FLAGS.jit_compile is None else FLAGS.jit_compile
+    dtype = dtype_policy(precision)
 
     keras.utils.set_random_seed(FLAGS.seed)
     classification = FLAGS.task == "classification"
@@ -199,20 +228,28 @@ def main() -> None:
     split_train, split_dev, test = _split(train, test or [])
     train, dev = split_train, dev if dev is not None else split_dev
 
-    if FLAGS.checkpoint:
-        if classification:
-            model = albert_tf.load_text_classifier(FLAGS.checkpoint, num_labels)
+    # The model's variables live where the strategy puts them, in the run's precision.
+    with strategy.scope():
+        if FLAGS.checkpoint:
+            if classification:
+                model = albert_tf.load_text_classifier(FLAGS.checkpoint, num_labels, dtype=dtype)
+            else:
+                model = albert_tf.load_multiple_choice(FLAGS.checkpoint, dtype=dtype)
         else:
-            model = albert_tf.load_multiple_choice(FLAGS.checkpoint)
-    else:
-        config = albert_tf.AlbertConfig.from_json(FLAGS.init_config)
-        if config.vocab_size != tokenizer.vocabulary_size:
-            print(f"vocab_size {config.vocab_size} -> {tokenizer.vocabulary_size} (tokenizer)")
-            config = config.replace(vocab_size=tokenizer.vocabulary_size)
-        if classification:
-            model = albert_tf.AlbertTextClassifier.from_albert_config(config, num_labels=num_labels)
-        else:
-            model = albert_tf.AlbertMultipleChoice.from_albert_config(config)
+            config = albert_tf.AlbertConfig.from_json(FLAGS.init_config)
+            if config.vocab_size != tokenizer.vocabulary_size:
+                print(f"vocab_size {config.vocab_size} -> {tokenizer.vocabulary_size} (tokenizer)")
+                config = config.replace(vocab_size=tokenizer.vocabulary_size)
+            if classification:
+                model = albert_tf.AlbertTextClassifier.from_albert_config(
+                    config, dtype=dtype, num_labels=num_labels
+                )
+            else:
+                model = albert_tf.AlbertMultipleChoice.from_albert_config(config, dtype=dtype)
+    print(setup_line(devices, strategy, precision, jit_compile, FLAGS.fused_kernels))
+    warning = missing_gpu_warning(devices)
+    if warning:
+        print(warning, file=sys.stderr)
     if FLAGS.max_items:
         train = train[: FLAGS.max_items]
     _report("train", train, skipped, label_names)
@@ -234,6 +271,11 @@ def main() -> None:
         progress=FLAGS.progress,
         fused_kernels=FLAGS.fused_kernels,
         language=",".join(languages),
+        strategy=strategy,
+        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+        jit_compile=jit_compile,
+        steps_per_loop=FLAGS.steps_per_loop,
+        max_consecutive_nonfinite_steps=FLAGS.max_consecutive_nonfinite_steps,
     )
     if classification:
         trainer = ClassificationTrainer(
@@ -254,8 +296,12 @@ def main() -> None:
     result = trainer.fit(train, dev)
     summary = {k: v for k, v in result.items() if k != "history"}
     if test:
+        with strategy.scope():
+            if classification:
+                best_model = albert_tf.load_text_classifier(result["best_dir"], dtype=dtype)
+            else:
+                best_model = albert_tf.load_multiple_choice(result["best_dir"], dtype=dtype)
         if classification:
-            best_model = albert_tf.load_text_classifier(result["best_dir"])
             best = ClassificationTrainer(
                 best_model,
                 tokenizer,
@@ -265,7 +311,7 @@ def main() -> None:
             )
         else:
             best = MultipleChoiceTrainer(
-                albert_tf.load_multiple_choice(result["best_dir"]),
+                best_model,
                 tokenizer,
                 max_qa_length=FLAGS.max_qa_length,
                 context_keep=FLAGS.context_keep,
@@ -283,8 +329,9 @@ def main() -> None:
                 if unseen:
                     summary["test_unseen_texts"] = best.evaluate(unseen)
     print(json.dumps(summary, indent=2))
-    with open(os.path.join(FLAGS.output_dir, "summary.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2)
+    from albert_tf.storage import write_json_atomic
+
+    write_json_atomic(os.path.join(FLAGS.output_dir, "summary.json"), summary)
     if FLAGS.export_dir:
         from albert_tf.serving import export_saved_model
 

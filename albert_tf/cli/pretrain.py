@@ -24,19 +24,18 @@ import sys
 
 from absl import flags
 
-from albert_tf.cli import runner
+from albert_tf.cli import runner, scale_flags  # noqa: F401  (the shared hardware flags)
 from albert_tf.cli.runner import UserError
 from albert_tf.config import SHARE_MODES
 from albert_tf.data.examples import SENTENCE_TASKS
 from albert_tf.data.pipeline import DATA_SERVICE_MODES
-from albert_tf.training.precision import PRECISIONS
 from albert_tf.training.pretraining.options import OPTIMIZERS, PretrainingOptions
-from albert_tf.training.strategies import STRATEGIES
 
 #: The exit status when a worker of a multi-worker run was lost (restart them all).
 WORKER_LOST_EXIT_CODE = 3
 
 FLAGS = flags.FLAGS
+flags.adopt_module_key_flags(scale_flags)
 # The recipe's defaults have one home, PretrainingOptions; the flags read them from it.
 _DEFAULTS = {field.name: field.default for field in dataclasses.fields(PretrainingOptions)}
 # --- where
@@ -108,11 +107,6 @@ flags.DEFINE_integer(
     "grouped by length and shorter ones come in larger batches (RoBERTa). At least "
     "max_seq_length x replicas x accumulation steps.",
 )
-flags.DEFINE_integer(
-    "gradient_accumulation_steps",
-    _DEFAULTS["gradient_accumulation_steps"],
-    "Micro-batches per optimizer step.",
-)
 flags.DEFINE_integer("num_train_steps", _DEFAULTS["num_train_steps"], "Optimizer steps.")
 flags.DEFINE_integer("num_warmup_steps", _DEFAULTS["num_warmup_steps"], "Linear warm-up steps.")
 flags.DEFINE_float("learning_rate", _DEFAULTS["learning_rate"], "Peak learning rate.")
@@ -123,47 +117,8 @@ flags.DEFINE_float(
     "Weight decay (not on LayerNorm or biases).",
 )
 flags.DEFINE_float("clip_norm", _DEFAULTS["clip_norm"], "Global-norm gradient clipping.")
-flags.DEFINE_enum(
-    "precision",
-    _DEFAULTS["precision"],
-    list(PRECISIONS),
-    "float32, or mixed precision: bfloat16 or float16 (with loss scaling). auto: "
-    "bfloat16 on TPUs, on GPUs of compute capability >= 8.0 (A100, H100, RTX 30xx+) and "
-    "on CPUs with bf16 instructions (avx512_bf16, AMX); float16 on older GPUs; else "
-    "float32. A resumed run keeps the precision it started with.",
-)
-flags.DEFINE_bool(
-    "jit_compile",
-    _DEFAULTS["jit_compile"],
-    "XLA-compile the model's forward and backward pass. Default: on with a GPU or TPU, "
-    "off on CPU (the fused kernels are faster there). May change when resuming.",
-)
-flags.DEFINE_bool(
-    "fused_kernels",
-    _DEFAULTS["fused_kernels"],
-    "On CPU, run GELU, LayerNorm, attention's masked softmax and head split/merge as "
-    "fused kernels (built with the C++ compiler on first use; stock TensorFlow ops if "
-    "that fails). Not with --jit_compile.",
-)
-flags.DEFINE_integer(
-    "steps_per_loop",
-    _DEFAULTS["steps_per_loop"],
-    "Optimizer steps per compiled call: the host dispatches and reads back once per "
-    "loop, which keeps an accelerator busy (try 100 on GPUs/TPUs). Loops stop at every "
-    "logging, checkpoint and evaluation step. Not with --gradient_accumulation_steps.",
-    lower_bound=1,
-)
 flags.DEFINE_integer("seed", _DEFAULTS["seed"], "Seed of data order, masks and initialisation.")
 # --- distribution
-flags.DEFINE_enum(
-    "strategy",
-    "auto",
-    list(STRATEGIES),
-    "tf.distribute strategy. auto: tpu when --tpu is given, mirrored over all local GPUs "
-    "when there are several, else default (one device). multi_worker_mirrored needs "
-    "TF_CONFIG and uses NCCL on GPUs.",
-)
-flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
 flags.DEFINE_float(
     "collective_timeout_seconds",
     600.0,
@@ -203,12 +158,6 @@ flags.DEFINE_integer(
     "num_eval_steps", _DEFAULTS["num_eval_steps"], "Held-out batches per evaluation (0: all)."
 )
 flags.DEFINE_bool("progress_bar", _DEFAULTS["progress_bar"], "Show a progress bar.")
-flags.DEFINE_integer(
-    "max_consecutive_nonfinite_steps",
-    _DEFAULTS["max_consecutive_nonfinite_steps"],
-    "Stop with an error after this many steps in a row skipped for a non-finite loss "
-    "or gradient (a skipped step leaves weights and optimizer unchanged).",
-)
 
 
 def build_config(vocab_size: int):

@@ -81,10 +81,10 @@ class ClassificationTrainer(FineTuningTrainer):
     def batches(self, encoded, batch_size, shuffle=False, seed=0):
         return classification_batches(encoded, batch_size, shuffle=shuffle, seed=seed)
 
-    def loss_and_correct(self, logits, labels):
+    def loss_sums(self, logits, labels):
         if self.regression:
-            return tf.reduce_mean(tf.square(logits[:, 0] - labels)), tf.constant(0.0)
-        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+            return tf.reduce_sum(tf.square(logits[:, 0] - labels)), tf.constant(0.0)
+        loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
         correct = tf.reduce_sum(
             tf.cast(tf.argmax(logits, -1, output_type=tf.int32) == labels, tf.float32)
         )
@@ -94,11 +94,9 @@ class ClassificationTrainer(FineTuningTrainer):
         """Logits [n, num_labels] and labels in ``encoded``'s order, and the summed loss."""
         logits, labels, loss = [], [], 0.0
         for features, batch_labels in self.batches(encoded, self.eval_batch_size):
-            batch_logits = self._predict(
-                features["token_ids"], features["segment_ids"], features["padding_mask"]
-            )
-            batch_loss, _ = self.loss_and_correct(batch_logits, batch_labels)
-            loss += float(batch_loss) * len(batch_labels)
+            batch_logits = self.logits(features)
+            batch_loss, _ = self.loss_sums(batch_logits, batch_labels)
+            loss += float(batch_loss)
             logits.append(batch_logits.numpy())
             labels.append(batch_labels)
         return np.concatenate(logits), np.concatenate(labels), loss

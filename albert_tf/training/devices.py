@@ -111,6 +111,28 @@ def auto_jit_compile(devices: Devices) -> bool:
     return devices.accelerator
 
 
+def setup_line(
+    devices: Devices,
+    strategy: tf.distribute.Strategy,
+    precision: str,
+    jit_compile: bool,
+    fused_kernels: bool,
+) -> str:
+    """The start-up line of a training command: what was found, what was chosen.
+
+    >>> setup_line(Devices(), tf.distribute.get_strategy(), "float32", False, True)
+    'devices: CPU only (no GPU or TPU found); strategy _DefaultDistributionStrategy with \
+1 replica(s); precision float32; XLA off; fused CPU kernels on'
+    """
+    fused = fused_kernels and not jit_compile and not devices.accelerator
+    return (
+        f"devices: {devices.describe()}; strategy {type(strategy).__name__} "
+        f"with {strategy.num_replicas_in_sync} replica(s); precision {precision}; "
+        f"XLA {'on' if jit_compile else 'off'}; "
+        f"fused CPU kernels {'on' if fused else 'off'}"
+    )
+
+
 def missing_gpu_warning(devices: Devices, nvidia_present: bool | None = None) -> str | None:
     """A warning when the machine has an NVIDIA GPU that TensorFlow did not find.
 

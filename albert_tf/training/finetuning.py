@@ -1,20 +1,30 @@
-"""Fine-tuning `AlbertMultipleChoice`: dev accuracy, best checkpoint, early stopping.
+"""Fine-tuning on the shared step machinery: dev metric, best checkpoint, early stopping.
 
-The loop follows google-research/albert's ``run_race``: cross-entropy over
-the options' softmax, AdamW (or LAMB) with linear warm-up and linear decay,
-gradients clipped to global norm 1. Batches are padded to their own longest
-item (see `albert_tf.data.multiple_choice.multiple_choice_batches`), so the
-step functions take any [batch, options, length] shape without retracing.
+`FineTuningTrainer` is the loop every task shares; a task subclass supplies
+its packing, batches, loss and metrics (`MultipleChoiceTrainer` here,
+`albert_tf.training.classification.ClassificationTrainer`). The loop follows
+google-research/albert's ``run_race`` and ``run_classifier``: AdamW (or LAMB)
+with linear warm-up and linear decay, gradients clipped to global norm 1.
+
+It scales as pretraining does, through the same compiled steps
+(`albert_tf.training.steps.TrainingSteps`): any `tf.distribute` strategy (the
+model is built in its scope), mixed precision from the model's dtype policy
+(float16 adds loss scaling), gradient accumulation, XLA and several steps per
+compiled call. Batches are padded to their own longest item, so the step
+functions take any [batch, (options,) length] shape; with XLA they are padded
+to ``max_seq_length`` instead, so one shape compiles once.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 import time
 from collections.abc import Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -27,27 +37,62 @@ from albert_tf.data.multiple_choice import (
 )
 from albert_tf.storage import write_json_atomic
 from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
+from albert_tf.training.steps import (
+    MAX_CONSECUTIVE_NONFINITE_STEPS,
+    TrainingSteps,
+    distributed_function,
+)
 
 #: Written next to the best checkpoint (the task, its packing settings and
 #: metrics); `albert_tf.serving.export` reads it back from here.
 SETTINGS_FILE = "finetune.json"
+#: The model inputs of every task's batches.
+FEATURES = ("token_ids", "segment_ids", "padding_mask")
 _IDS = tf.TensorSpec([None, None, None], tf.int32)
+#: How often, at most, the progress bar reads the training loss back.
+_BAR_REFRESH_SECONDS = 1.0
+
+
+class TaskSteps(TrainingSteps):
+    """A task's compiled steps: its summed loss and right answers over examples."""
+
+    sum_names = ("loss_sum", "correct")
+
+    def __init__(self, trainer: FineTuningTrainer, optimizer, **kwargs):
+        self.trainer = trainer
+        super().__init__(
+            trainer.model, optimizer, trainer.strategy, batch_spec=trainer.batch_spec, **kwargs
+        )
+
+    def forward_sums(self, features, labels, training: bool):
+        logits = tf.cast(self.model(features, training=training), tf.float32)
+        loss_sum, correct = self.trainer.loss_sums(logits, labels)
+        return {"loss_sum": loss_sum, "correct": correct}
+
+    def local_counts(self, labels):
+        """[examples]: the loss is a mean over the global batch's examples."""
+        return tf.cast(tf.shape(labels)[:1], tf.float32)
+
+    def loss(self, sums, normalizers):
+        return sums["loss_sum"] / normalizers[0]
 
 
 class FineTuningTrainer:
     """The fine-tuning loop: dev metric every ``eval_every`` steps, best checkpoint, early stop.
 
     Subclasses supply the task: `encode` (items to packed arrays), `batches`,
-    `loss_and_correct`, `evaluate` (a dict holding `metric`, higher is better)
+    `loss_sums`, `evaluate` (a dict holding `metric`, higher is better)
     and `task_settings`. Arguments common to every task:
 
     Args:
-        model: the task model (its ``config`` and tokenizer must agree).
+        model: the task model (its ``config`` and tokenizer must agree), built
+            in ``strategy``'s scope, in the run's precision (its dtype policy:
+            ``mixed_float16`` trains with loss scaling).
         tokenizer: the model's `Tokenizer`; saved with every checkpoint.
         output_dir: gets ``best/`` (a model directory with ``tokenizer/`` and
             ``finetune.json``) and ``metrics.jsonl`` (one line per evaluation).
         max_seq_length: packed sequence length limit.
-        batch_size: items per step.
+        batch_size: items per optimizer step (all replicas, all micro-batches).
         learning_rate: peak learning rate.
         num_epochs: passes over the training items (ignored with ``num_train_steps``).
         num_train_steps: total steps; defaults to ``num_epochs`` passes.
@@ -61,6 +106,13 @@ class FineTuningTrainer:
         fused_kernels: on CPU, run GELU, LayerNorm, attention's masked softmax
             and its head split/merge as fused kernels in its steps
             (`albert_tf.kernels`); saved models are unaffected.
+        strategy: the `tf.distribute` strategy (default: the current one).
+        gradient_accumulation_steps: micro-batches of ``batch_size / k`` items
+            per optimizer step, for batches that do not fit at once.
+        jit_compile: XLA for the forward and backward pass.
+        steps_per_loop: optimizer steps per compiled call (not with accumulation).
+        max_consecutive_nonfinite_steps: a step with a non-finite gradient is
+            skipped (weights unchanged); this many in a row stop the run.
     """
 
     #: The dev metric that picks the best checkpoint (higher is better).
@@ -93,6 +145,11 @@ class FineTuningTrainer:
         progress: bool = True,
         language: str = "",
         fused_kernels: bool = True,
+        strategy: tf.distribute.Strategy | None = None,
+        gradient_accumulation_steps: int = 1,
+        jit_compile: bool = False,
+        steps_per_loop: int = 1,
+        max_consecutive_nonfinite_steps: int = MAX_CONSECUTIVE_NONFINITE_STEPS,
     ):
         if max_seq_length > model.config.max_position_embeddings:
             raise ValueError(
@@ -106,6 +163,29 @@ class FineTuningTrainer:
             )
         if optimizer not in ("adamw", "lamb"):
             raise ValueError(f"optimizer must be 'adamw' or 'lamb', got {optimizer!r}")
+        if gradient_accumulation_steps < 1 or batch_size % gradient_accumulation_steps:
+            raise ValueError(
+                f"batch_size={batch_size} must be a multiple of "
+                f"gradient_accumulation_steps={gradient_accumulation_steps} (each "
+                "micro-batch holds batch_size / gradient_accumulation_steps items)"
+            )
+        if steps_per_loop < 1:
+            raise ValueError(f"steps_per_loop must be at least 1, got {steps_per_loop}")
+        if steps_per_loop > 1 and gradient_accumulation_steps > 1:
+            raise ValueError(
+                "steps_per_loop > 1 runs one micro-batch a step: use it without "
+                "gradient_accumulation_steps"
+            )
+        self.strategy = strategy or tf.distribute.get_strategy()
+        if self.strategy is not tf.distribute.get_strategy() and not any(
+            # Keras variables hold the strategy's variable as ``value``.
+            self.strategy.extended.variable_created_in_scope(getattr(v, "value", v))
+            for v in model.weights[:1]
+        ):
+            raise ValueError(
+                f"the model's variables were not created under the {type(self.strategy).__name__}"
+                "'s scope: build or load the model inside `with strategy.scope():`"
+            )
         self.model, self.tokenizer = model, tokenizer
         self.output_dir = os.fspath(output_dir)
         self.max_seq_length = max_seq_length
@@ -117,8 +197,18 @@ class FineTuningTrainer:
         self.eval_every, self.patience, self.seed = eval_every, patience, seed
         self.progress, self.language = progress, language
         self.fused_kernels = fused_kernels
-        ids = self.ids_spec
-        self._predict = tf.function(self._logits, input_signature=[ids, ids, ids])
+        self.gradient_accumulation_steps = gradient_accumulation_steps
+        self.jit_compile, self.steps_per_loop = jit_compile, steps_per_loop
+        self.max_consecutive_nonfinite_steps = max_consecutive_nonfinite_steps
+        #: The training precision, read from the model (mixed_float16 -> float16).
+        self.precision = _precision_of(model)
+        # Dev and test batches are split over the replicas too.
+        self._predict = distributed_function(self.strategy, self._logits, [self.batch_spec[0]])
+
+    @property
+    def batch_spec(self) -> tuple[dict[str, tf.TensorSpec], tf.TensorSpec]:
+        """A batch's (features, labels) specs: any batch size and length, one trace."""
+        return {name: self.ids_spec for name in FEATURES}, self.label_spec
 
     # -- the task's part ---------------------------------------------------
 
@@ -132,8 +222,9 @@ class FineTuningTrainer:
         """(features, labels) batches padded to their own longest item."""
         raise NotImplementedError
 
-    def loss_and_correct(self, logits: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """Mean loss of a batch and its number of right answers (0 for scores)."""
+    def loss_sums(self, logits: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Summed loss of a batch (a mean over examples is the training loss) and its
+        number of right answers (0 for scores)."""
         raise NotImplementedError
 
     def evaluate(self, data) -> dict[str, float]:
@@ -151,31 +242,66 @@ class FineTuningTrainer:
             return self.encode(data)
         return list(data)
 
-    def _logits(self, token_ids, segment_ids, padding_mask, training=False):
-        features = {
-            "token_ids": token_ids,
-            "segment_ids": segment_ids,
-            "padding_mask": padding_mask,
-        }
+    def _logits(self, features, training=False):
         with kernels.fused(self.fused_kernels):
             return tf.cast(self.model(features, training=training), tf.float32)
 
-    def _build_train_step(self, optimizer):
-        model = self.model
-        ids = self.ids_spec
+    def logits(self, features: dict) -> tf.Tensor:
+        """The model's float32 logits of one batch, split over the strategy's replicas."""
+        return self._predict({name: features[name] for name in FEATURES})
 
-        @tf.function(input_signature=[ids, ids, ids, self.label_spec])
-        def train_step(token_ids, segment_ids, padding_mask, labels):
-            with tf.GradientTape() as tape:
-                logits = self._logits(token_ids, segment_ids, padding_mask, training=True)
-                loss, correct = self.loss_and_correct(logits, labels)
-            variables = model.trainable_variables
-            grads = tape.gradient(loss, variables)  # AlbertOptimizer densifies sparse ones
-            grads, _ = tf.clip_by_global_norm(grads, 1.0)  # as the official optimizer
-            optimizer.apply(grads, variables)
-            return loss, correct
+    def build_steps(self, total_steps: int) -> TaskSteps:
+        """The optimizer ``fit`` uses for ``total_steps`` steps (AdamW or LAMB, warm-up
+        and linear decay; loss scaling under float16) and its compiled steps."""
+        schedule = WarmupPolynomialDecay(
+            self.learning_rate,
+            total_steps=total_steps,
+            warmup_steps=int(self.warmup_proportion * total_steps),
+        )
+        with self.strategy.scope():
+            optimizer = AlbertOptimizer(
+                learning_rate=schedule,
+                weight_decay_rate=self.weight_decay_rate,
+                layer_adaptation=self.optimizer_name == "lamb",
+            )
+            if self.precision == "float16":
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            return TaskSteps(
+                self,
+                optimizer,
+                clip_norm=1.0,  # as the official optimizer
+                gradient_accumulation_steps=self.gradient_accumulation_steps,
+                jit_compile=self.jit_compile,
+                fused_kernels=self.fused_kernels,
+                max_consecutive_nonfinite_steps=self.max_consecutive_nonfinite_steps,
+            )
 
-        return train_step
+    def _fixed_shape(self, features: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """With XLA, ids padded to ``max_seq_length`` (pad id 0, mask 0): one shape
+        compiles once, where every batch length would compile anew."""
+        if not self.jit_compile:
+            return features
+        pad = self.max_seq_length - features["token_ids"].shape[-1]
+        widths = [(0, 0)] * (features["token_ids"].ndim - 1) + [(0, pad)]
+        return {k: np.pad(v, widths) if k in FEATURES else v for k, v in features.items()}
+
+    def training_batches(self, encoded: Sequence[dict[str, np.ndarray]]) -> tf.data.Dataset:
+        """Endless shuffled micro-batches (a new order each epoch, from ``seed``)."""
+        micro = self.batch_size // self.gradient_accumulation_steps
+        label_dtype = self.label_spec.dtype.as_numpy_dtype
+
+        def epochs():
+            for epoch in itertools.count():
+                for features, labels in self.batches(
+                    encoded, micro, shuffle=True, seed=self.seed + epoch
+                ):
+                    features = self._fixed_shape(features)
+                    yield (
+                        {name: features[name] for name in FEATURES},
+                        np.asarray(labels, label_dtype),
+                    )
+
+        return tf.data.Dataset.from_generator(epochs, output_signature=self.batch_spec).prefetch(2)
 
     def settings(self) -> dict:
         return self.task_settings() | {
@@ -186,6 +312,8 @@ class FineTuningTrainer:
             "warmup_proportion": self.warmup_proportion,
             "seed": self.seed,
             "language": self.language,
+            "precision": self.precision,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
         }
 
     def save(self, directory: str, metrics: dict) -> None:
@@ -194,28 +322,28 @@ class FineTuningTrainer:
             os.path.join(directory, SETTINGS_FILE), self.settings() | {"metrics": metrics}
         )
 
+    def _next_stop(self, step: int, total: int) -> int:
+        return min(total, step + self.eval_every - step % self.eval_every)
+
     def fit(self, train, dev) -> dict:
         """Trains, evaluating on ``dev`` every ``eval_every`` steps.
 
         Returns:
             ``metric`` (its name), ``best_metric`` (also as ``best_<metric>``),
             ``best_step``, ``best_dir``, ``steps``, ``stopped_early``,
-            ``history`` (one dict per evaluation), ``train_seconds``.
+            ``skipped_steps`` (non-finite, not applied), ``history`` (one dict
+            per evaluation), ``train_seconds``.
         """
         train_enc, dev_enc = self._encoded(train), self._encoded(dev)
         if not train_enc or not dev_enc:
             raise ValueError("fit() needs non-empty train and dev sets")
-        steps_per_epoch = math.ceil(len(train_enc) / self.batch_size)
+        accumulation = self.gradient_accumulation_steps
+        micro = self.batch_size // accumulation
+        micro_per_epoch = math.ceil(len(train_enc) / micro)
+        steps_per_epoch = math.ceil(micro_per_epoch / accumulation)
         total = self.num_train_steps or max(1, round(self.num_epochs * steps_per_epoch))
-        schedule = WarmupPolynomialDecay(
-            self.learning_rate, total_steps=total, warmup_steps=int(self.warmup_proportion * total)
-        )
-        optimizer = AlbertOptimizer(
-            learning_rate=schedule,
-            weight_decay_rate=self.weight_decay_rate,
-            layer_adaptation=self.optimizer_name == "lamb",
-        )
-        train_step = self._build_train_step(optimizer)
+        steps = self.build_steps(total)
+        batches = iter(self.training_batches(train_enc))
         storage.makedirs(self.output_dir)  # a gs:// (file://, ram://) output_dir too
         best_dir = os.path.join(self.output_dir, "best")
         log_path = os.path.join(self.output_dir, "metrics.jsonl")
@@ -227,51 +355,78 @@ class FineTuningTrainer:
 
             bar = tqdm(total=total, desc="fine-tuning", unit="step", dynamic_ncols=True)
         write = bar.write if bar is not None else lambda line: print(line, flush=True)
-        start = time.perf_counter()
-        run_loss, run_correct, run_count, epoch = 0.0, 0.0, 0, 0
+        start = last_refresh = time.perf_counter()
+        # The steps' sums stay tensors until an evaluation reports them (and the
+        # bar reads a loss at most once a second): the host runs ahead of the device.
+        window: list[dict[str, tf.Tensor]] = []
+        consumed = consecutive = skipped = 0
         while step < total and not stopped:
-            for features, labels in self.batches(
-                train_enc, self.batch_size, shuffle=True, seed=self.seed + epoch
-            ):
-                loss, correct = train_step(
-                    features["token_ids"], features["segment_ids"], features["padding_mask"], labels
+            if self.steps_per_loop > 1:
+                length = min(self.steps_per_loop, self._next_stop(step, total) - step)
+                out = steps.train_loop(batches, length, consecutive)
+                attempts = int(out.pop("attempts"))
+                applied = int(out.pop("applied_steps"))
+                consecutive = int(out.pop("consecutive_skipped"))
+            else:
+                out = steps.train([next(batches) for _ in range(accumulation)])
+                attempts, applied = 1, int(bool(out.pop("applied")))
+                consecutive = 0 if applied else consecutive + 1
+            consumed += attempts * accumulation
+            if applied < attempts:
+                skipped += attempts - applied
+                write(
+                    f"step {step + applied + 1}: non-finite gradient, skipped "
+                    f"({attempts - applied} step(s); weights unchanged)"
                 )
-                step += 1
-                run_loss += float(loss) * len(labels)
-                run_correct += float(correct)
-                run_count += len(labels)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{float(loss):.3f}", best_dev=f"{max(best, 0.0):.3f}")
-                if step % self.eval_every == 0 or step == total:
-                    metrics = self.evaluate(dev_enc)
-                    record = {"step": step, "epoch": epoch, "train_loss": run_loss / run_count}
-                    if self.label_spec.dtype.is_integer:
-                        record["train_accuracy"] = run_correct / run_count
-                    record |= {f"dev_{k}": v for k, v in metrics.items() if k != "count"}
-                    record["seconds"] = round(time.perf_counter() - start, 1)
-                    run_loss, run_correct, run_count = 0.0, 0.0, 0
-                    history.append(record)
-                    storage.append_text(log_path, json.dumps(record) + "\n")
-                    if metrics[self.metric] > best:
-                        best, best_step, stale = metrics[self.metric], step, 0
-                        self.save(best_dir, record)
-                    else:
-                        stale += 1
-                    message = (
-                        f"step {step}: dev {self.metric} {metrics[self.metric]:.4f} "
-                        f"(best {best:.4f} at step {best_step})"
+                if consecutive >= self.max_consecutive_nonfinite_steps:
+                    raise FloatingPointError(
+                        f"{consecutive} steps in a row had a non-finite loss or gradient; the "
+                        f"weights are still those of step {step + applied}. Lower "
+                        "--learning_rate, use --precision=float32 or bfloat16 instead of "
+                        "float16, or check the training data."
                     )
-                    if bar is not None:
-                        bar.set_postfix(loss=f"{float(loss):.3f}", best_dev=f"{best:.3f}")
-                    # Without a bar (logs, CI) the evaluations are the progress report.
-                    write(message)
-                    if self.patience and stale >= self.patience:
-                        stopped = True
-                        write(f"early stopping: no improvement in {stale} evaluations")
-                if step >= total or stopped:
-                    break
-            epoch += 1
+                if applied == 0:
+                    continue
+            window.append(out)
+            step += applied
+            now = time.perf_counter()
+            if bar is not None:
+                bar.update(applied)
+                if now - last_refresh >= _BAR_REFRESH_SECONDS:
+                    loss = float(out["loss_sum"] / tf.maximum(out["examples"], 1.0))
+                    bar.set_postfix(loss=f"{loss:.3f}", best_dev=f"{max(best, 0.0):.3f}")
+                    last_refresh = now
+            if step % self.eval_every == 0 or step == total:
+                totals = {k: float(tf.add_n([w[k] for w in window])) for k in window[0]}
+                window = []
+                metrics = self.evaluate(dev_enc)
+                record = {
+                    "step": step,
+                    "epoch": (consumed - 1) // micro_per_epoch,
+                    "train_loss": totals["loss_sum"] / totals["examples"],
+                }
+                if self.label_spec.dtype.is_integer:
+                    record["train_accuracy"] = totals["correct"] / totals["examples"]
+                record |= {f"dev_{k}": v for k, v in metrics.items() if k != "count"}
+                record["seconds"] = round(time.perf_counter() - start, 1)
+                history.append(record)
+                storage.append_text(log_path, json.dumps(record) + "\n")
+                if metrics[self.metric] > best:
+                    best, best_step, stale = metrics[self.metric], step, 0
+                    self.save(best_dir, record)
+                else:
+                    stale += 1
+                message = (
+                    f"step {step}: dev {self.metric} {metrics[self.metric]:.4f} "
+                    f"(best {best:.4f} at step {best_step})"
+                )
+                if bar is not None:
+                    bar.set_postfix(loss=f"{record['train_loss']:.3f}", best_dev=f"{best:.3f}")
+                # Without a bar (logs, CI) the evaluations are the progress report.
+                write(message)
+                if self.patience and stale >= self.patience:
+                    stopped = True
+                    write(f"early stopping: no improvement in {stale} evaluations")
         if bar is not None:
             bar.close()
         return {
@@ -282,9 +437,16 @@ class FineTuningTrainer:
             "best_dir": best_dir,
             "steps": step,
             "stopped_early": stopped,
+            "skipped_steps": skipped,
             "history": history,
             "train_seconds": time.perf_counter() - start,
         }
+
+
+def _precision_of(model) -> str:
+    """float32, bfloat16 or float16: what the model computes in."""
+    name = getattr(model.dtype_policy, "name", "float32")
+    return {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}.get(name, "float32")
 
 
 class MultipleChoiceTrainer(FineTuningTrainer):
@@ -333,8 +495,8 @@ class MultipleChoiceTrainer(FineTuningTrainer):
     def batches(self, encoded, batch_size, shuffle=False, seed=0):
         return multiple_choice_batches(encoded, batch_size, shuffle=shuffle, seed=seed)
 
-    def loss_and_correct(self, logits, labels):
-        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+    def loss_sums(self, logits, labels):
+        loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
         correct = tf.reduce_sum(
             tf.cast(tf.argmax(logits, -1, output_type=tf.int32) == labels, tf.float32)
         )
@@ -351,9 +513,7 @@ class MultipleChoiceTrainer(FineTuningTrainer):
         encoded = sorted(encoded, key=lambda e: e["token_ids"].size)
         correct, loss, count = 0, 0.0, 0
         for features, labels in multiple_choice_batches(encoded, self.eval_batch_size):
-            logits = self._predict(
-                features["token_ids"], features["segment_ids"], features["padding_mask"]
-            )
+            logits = self.logits(features)
             losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
             correct += int(np.sum(np.argmax(logits.numpy(), -1) == labels))
             loss += float(tf.reduce_sum(losses))
@@ -366,9 +526,7 @@ class MultipleChoiceTrainer(FineTuningTrainer):
         rows = []
         width = max(e["token_ids"].shape[0] for e in encoded)
         for features, _ in multiple_choice_batches(encoded, self.eval_batch_size):
-            logits = self._predict(
-                features["token_ids"], features["segment_ids"], features["padding_mask"]
-            )
+            logits = self.logits(features)
             probs = tf.nn.softmax(logits, -1).numpy()
             rows.append(np.pad(probs, ((0, 0), (0, width - probs.shape[1]))))
         return np.concatenate(rows)

@@ -238,12 +238,19 @@ def test_finetune_command_classifies_from_files(tokenizer, mc_models, tmp_path):
             "--eval_every=3",
             "--batch_size=8",
             "--progress=false",
+            # The scale flags reach the trainer: two micro-batches of 4 a step, bfloat16.
+            "--gradient_accumulation_steps=2",
+            "--precision=bfloat16",
         ],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
+    assert "with 1 replica(s); precision bfloat16; XLA off" in run.stdout
+    settings = json.loads((tmp_path / "run" / "best" / "finetune.json").read_text())
+    assert settings["precision"] == "bfloat16"
+    assert settings["gradient_accumulation_steps"] == 2
     assert "skipped 1 bad input(s): {'invalid_json': 1}" in run.stdout
     assert "per label {'no':" in run.stdout
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -259,3 +266,23 @@ def test_finetune_command_classifies_from_files(tokenizer, mc_models, tmp_path):
     assert card["held_out"]["accuracy"] == summary["test"]["accuracy"]
     assert card["held_out"]["items"] == summary["test"]["count"]
     assert 0.5 <= card["held_out"]["majority"] <= 1.0
+
+
+def test_finetune_command_names_scale_flags_that_cannot_go_together(tmp_path):
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.finetune",
+            "--init_config=unused.json",
+            "--train_files=sample:en",
+            f"--output_dir={tmp_path}",
+            "--steps_per_loop=10",
+            "--gradient_accumulation_steps=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert "--steps_per_loop > 1 runs one micro-batch a step" in run.stderr

@@ -32,7 +32,7 @@ from albert_tf import storage
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
-from albert_tf.training.devices import Devices, auto_jit_compile
+from albert_tf.training.devices import Devices, auto_jit_compile, setup_line
 from albert_tf.training.evaluation import sum_over_batches, with_standard_errors
 from albert_tf.training.losses import summarize
 from albert_tf.training.metrics_log import MetricsLog
@@ -212,12 +212,12 @@ class PretrainingTrainer:
     def describe(self) -> str:
         """The start-up line: what was found and what was chosen for it."""
         options = self.options
-        fused = options.fused_kernels and not options.jit_compile and not self.devices.accelerator
-        return (
-            f"devices: {self.devices.describe()}; strategy {type(self.strategy).__name__} "
-            f"with {self.num_replicas} replica(s); precision {options.precision}; "
-            f"XLA {'on' if options.jit_compile else 'off'}; "
-            f"fused CPU kernels {'on' if fused else 'off'}"
+        return setup_line(
+            self.devices,
+            self.strategy,
+            options.precision,
+            bool(options.jit_compile),
+            options.fused_kernels,
         )
 
     @property

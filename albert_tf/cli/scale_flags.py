@@ -1,0 +1,72 @@
+"""The flags that place a run on hardware, shared by ``pretrain`` and ``finetune``.
+
+Defined once (absl refuses a flag defined twice in a process), with the
+defaults of `PretrainingOptions`, so both commands choose devices, strategy,
+precision and XLA the same way (`albert_tf.training.devices`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from absl import flags
+
+from albert_tf.training.precision import PRECISIONS
+from albert_tf.training.pretraining.options import PretrainingOptions
+from albert_tf.training.strategies import STRATEGIES
+
+_DEFAULTS = {field.name: field.default for field in dataclasses.fields(PretrainingOptions)}
+
+flags.DEFINE_enum(
+    "strategy",
+    "auto",
+    list(STRATEGIES),
+    "tf.distribute strategy. auto: tpu when --tpu is given, mirrored over all local GPUs "
+    "when there are several, else default (one device). multi_worker_mirrored needs "
+    "TF_CONFIG and uses NCCL on GPUs.",
+)
+flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
+flags.DEFINE_enum(
+    "precision",
+    _DEFAULTS["precision"],
+    list(PRECISIONS),
+    "float32, or mixed precision: bfloat16 or float16 (with loss scaling). auto: "
+    "bfloat16 on TPUs, on GPUs of compute capability >= 8.0 (A100, H100, RTX 30xx+) and "
+    "on CPUs with bf16 instructions (avx512_bf16, AMX); float16 on older GPUs; else "
+    "float32. A resumed pretraining run keeps the precision it started with.",
+)
+flags.DEFINE_bool(
+    "jit_compile",
+    _DEFAULTS["jit_compile"],
+    "XLA-compile the model's forward and backward pass. Default: on with a GPU or TPU, "
+    "off on CPU (the fused kernels are faster there). May change when resuming.",
+)
+flags.DEFINE_bool(
+    "fused_kernels",
+    _DEFAULTS["fused_kernels"],
+    "On CPU, run GELU, LayerNorm, attention's masked softmax and head split/merge as "
+    "fused kernels (built with the C++ compiler on first use; stock TensorFlow ops if "
+    "that fails). Not with --jit_compile.",
+)
+flags.DEFINE_integer(
+    "gradient_accumulation_steps",
+    _DEFAULTS["gradient_accumulation_steps"],
+    "Micro-batches per optimizer step: the batch size stays the optimizer's, memory "
+    "holds one micro-batch.",
+    lower_bound=1,
+)
+flags.DEFINE_integer(
+    "steps_per_loop",
+    _DEFAULTS["steps_per_loop"],
+    "Optimizer steps per compiled call: the host dispatches and reads back once per "
+    "loop, which keeps an accelerator busy (try 100 on GPUs/TPUs). Loops stop at every "
+    "logging, checkpoint and evaluation step. Not with --gradient_accumulation_steps.",
+    lower_bound=1,
+)
+flags.DEFINE_integer(
+    "max_consecutive_nonfinite_steps",
+    _DEFAULTS["max_consecutive_nonfinite_steps"],
+    "Stop with an error after this many steps in a row skipped for a non-finite loss "
+    "or gradient (a skipped step leaves weights and optimizer unchanged).",
+    lower_bound=1,
+)

@@ -1,0 +1,196 @@
+"""Runs like the real runs, on two logical CPU replicas, in one process; writes JSON.
+
+usage: scale_worker.py OUT.json TRAIN_FILES TOKENIZER_DIR WORK_DIR
+
+Two logical devices must be configured before TensorFlow starts its runtime,
+hence a process of its own. What it runs (`tests/training/test_scale.py` checks):
+
+* ``equal``: the same step on one replica, on two, and on two as two
+  accumulated micro-batches (dropout 0, float32): losses and gradient norms.
+* ``finetune``: fine-tuning on two replicas with dropout 0.1: float16 (loss
+  scaling) with accumulation, bfloat16, XLA with compiled loops; and float32
+  loops of 2 against one step a call (dropout 0).
+* ``pretrain``: pretraining on two replicas with dropout 0.1: float16 with
+  accumulation, bfloat16 with a token budget, XLA with compiled loops; and
+  resumed from a ``file://`` model_dir.
+"""
+
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+MIRRORED = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+ONE = tf.distribute.get_strategy()
+
+out, train_files, tokenizer_dir, work_dir = sys.argv[1:5]
+sys.path.insert(0, __file__.rsplit("/", 2)[0])  # tests/, for training_utils
+import keras  # noqa: E402
+from training_utils import tiny_albert  # noqa: E402
+
+from albert_tf.data import read_documents, sample_path  # noqa: E402
+from albert_tf.data.classification import ClassificationExample  # noqa: E402
+from albert_tf.models.text_classifier_model import AlbertTextClassifier  # noqa: E402
+from albert_tf.tokenizers import load_tokenizer  # noqa: E402
+from albert_tf.training.classification import ClassificationTrainer  # noqa: E402
+from albert_tf.training.precision import dtype_policy  # noqa: E402
+from albert_tf.training.pretraining.trainer import PretrainingTrainer  # noqa: E402
+
+tokenizer = load_tokenizer(tokenizer_dir)
+DROPOUT = dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def items(n: int) -> list:
+    """Sentences of the English sample, labelled by whether they mention 'the'."""
+    sentences = [s for doc in read_documents(sample_path("en")) for s in doc][:n]
+    return [
+        ClassificationExample(str(i), s, label=int(" the " in f" {s.lower()} "))
+        for i, s in enumerate(sentences)
+    ]
+
+
+TRAIN, DEV = items(48)[:40], items(48)[40:]
+
+
+def classifier(strategy, precision="float32", dropout=NO_DROPOUT):
+    config = tiny_albert(tokenizer.vocabulary_size, **dropout)
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        return AlbertTextClassifier.from_albert_config(
+            config, num_labels=2, dtype=dtype_policy(precision)
+        )
+
+
+def finetuner(strategy, name, precision="float32", dropout=NO_DROPOUT, **kwargs):
+    model = classifier(strategy, precision, dropout)
+    settings = dict(
+        output_dir=os.path.join(work_dir, name),
+        label_names=["no", "yes"],
+        max_seq_length=32,
+        batch_size=8,
+        learning_rate=1e-3,
+        num_train_steps=4,
+        eval_every=4,
+        patience=0,
+        progress=False,
+        strategy=strategy,
+    )
+    return ClassificationTrainer(model, tokenizer, **(settings | kwargs))
+
+
+def floats(sums: dict) -> dict:
+    return {k: float(v) for k, v in sums.items()}
+
+
+def equal_step() -> dict:
+    """One optimizer step three ways on the same 8 examples."""
+    results = {}
+    for name, strategy, split in (("one", ONE, 1), ("two", MIRRORED, 1), ("two_acc", MIRRORED, 2)):
+        trainer = finetuner(strategy, f"equal_{name}", gradient_accumulation_steps=split)
+        encoded = trainer.encode(TRAIN[:8])
+        (features, labels), *_ = trainer.batches(encoded, 8)
+        features = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+        steps = trainer.build_steps(10)
+        micro = [
+            ({k: v[i : i + 8 // split] for k, v in features.items()}, labels[i : i + 8 // split])
+            for i in range(0, 8, 8 // split)
+        ]
+        # Micro-batches keep the full batch's padding: the same arithmetic per row.
+        results[name] = floats(steps.train(micro))
+    return results
+
+
+def finetune() -> dict:
+    results = {}
+    # Each feature once, paired where they meet in real runs (loss scaling with
+    # accumulated gradients; XLA with compiled loops).
+    variants = {
+        "float16_accumulation": dict(precision="float16", gradient_accumulation_steps=2),
+        "bfloat16": dict(precision="bfloat16"),
+        "xla_loops": dict(jit_compile=True, steps_per_loop=2),
+    }
+    for name, kwargs in variants.items():
+        trainer = finetuner(MIRRORED, name, dropout=DROPOUT, **kwargs)
+        before = [np.array(w) for w in trainer.model.trainable_weights]
+        result = trainer.fit(TRAIN, DEV)
+        after = [np.array(w) for w in trainer.model.trainable_weights]
+        results[name] = {
+            "steps": result["steps"],
+            "train_loss": result["history"][-1]["train_loss"],
+            "dev_loss": result["history"][-1]["dev_loss"],
+            "weights_finite": all(bool(np.isfinite(w).all()) for w in after),
+            "weights_moved": max(
+                float(np.abs(a - b).max()) for a, b in zip(after, before, strict=True)
+            ),
+            "loss_scaling": type(trainer.build_steps(1).optimizer).__name__,
+        }
+    for name, loop in (("f32_step", 1), ("f32_loops", 2)):
+        trainer = finetuner(MIRRORED, name, steps_per_loop=loop, num_train_steps=5, eval_every=5)
+        result = trainer.fit(TRAIN, DEV)
+        results[name] = {
+            "train_loss": result["history"][-1]["train_loss"],
+            "dev_loss": result["history"][-1]["dev_loss"],
+            "steps": result["steps"],
+        }
+    return results
+
+
+def pretrain() -> dict:
+    from training_utils import tiny_options
+
+    class Prepared:  # what tiny_options reads
+        pass
+
+    prepared = Prepared()
+    prepared.train_files, prepared.eval_files = train_files, None
+    config = tiny_albert(tokenizer.vocabulary_size, **DROPOUT)
+    variants = {
+        "float16_accumulation": dict(precision="float16", gradient_accumulation_steps=2),
+        "bfloat16_token_budget": dict(precision="bfloat16", tokens_per_batch=256),
+        "xla_loops": dict(jit_compile=True, steps_per_loop=3),
+    }
+    results = {}
+    for name, overrides in variants.items():
+        options = tiny_options(
+            os.path.join(work_dir, f"pretrain_{name}"),
+            prepared,
+            num_train_steps=3,
+            log_every_steps=3,
+            **overrides,
+        )
+        trainer = PretrainingTrainer(config, options, MIRRORED)
+        last = trainer.train(log=lambda *_: None)
+        weights = [np.array(w) for w in trainer.model.weights]
+        results[name] = {
+            "step": trainer.step,
+            "loss": last["mlm_loss"] + last["sop_loss"],
+            "weights_finite": all(bool(np.isfinite(w).all()) for w in weights),
+            "describe": trainer.describe(),
+        }
+    url = "file://" + os.path.abspath(os.path.join(work_dir, "pretrain_url"))
+    lines = []
+    for steps in (2, 4):
+        options = tiny_options(url, prepared, num_train_steps=steps, log_every_steps=2)
+        trainer = PretrainingTrainer(config, options, MIRRORED)
+        trainer.train(log=lines.append)
+        results[f"url_{steps}"] = {"step": trainer.step}
+    results["url_log"] = lines
+    return results
+
+
+results, seconds = {}, {}
+for part in (equal_step, finetune, pretrain):
+    start = time.perf_counter()
+    results[part.__name__.removesuffix("_step")] = part()
+    seconds[part.__name__] = round(time.perf_counter() - start, 1)
+results["seconds"] = seconds
+assert all(math.isfinite(v) for v in results["equal"]["one"].values())
+with open(out, "w") as f:
+    json.dump(results, f, indent=1)
