@@ -106,6 +106,10 @@ def walk(folder: str) -> Iterator[tuple[str, list[str], list[str]]]:
     while pending:
         root = pending.pop(0)
         entries = gfile.listdir(root)
+        if root.startswith("ram://"):
+            # TensorFlow's ram:// lists by name prefix: "assets" also lists
+            # ".extra" of a sibling "assets.extra". Keep what exists.
+            entries = [e for e in entries if gfile.exists(os.path.join(root, e))]
         dirs = sorted(e.rstrip("/") for e in entries if gfile.isdir(os.path.join(root, e)))
         names = sorted(e for e in entries if e.rstrip("/") not in dirs)
         yield root, dirs, names
@@ -144,6 +148,28 @@ def replace(source: str, target: str) -> None:
         _gfile().rename(source, target, overwrite=True)
     else:
         os.replace(source, target)
+
+
+def move_tree(source: str, target: str) -> None:
+    """Moves the folder ``source`` to ``target`` (which must not exist).
+
+    Locally one atomic rename. Object stores have no folders to rename (a
+    ``ram://`` rename moves no children, ``gs://`` copies object by object), so
+    remotely every file is copied, then ``source`` removed: ``target``'s files
+    all exist before anything reads the folder as complete.
+    """
+    if not (is_remote(source) or is_remote(target)):
+        os.rename(source, target)
+        return
+    gfile = _gfile()
+    for root, _, names in walk(source):
+        relative = os.path.relpath(root, source)
+        # No "." segment: object stores do not normalise paths.
+        folder = target if relative == "." else os.path.join(target, relative)
+        gfile.makedirs(folder)
+        for name in names:
+            gfile.copy(os.path.join(root, name), os.path.join(folder, name), overwrite=False)
+    rmtree(source)
 
 
 def size(path: str) -> int:

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 import warnings
 
 import tensorflow as tf
 
-from albert_tf import kernels
+from albert_tf import kernels, storage
 from albert_tf.hardware import cpu_flags
 from albert_tf.serving import length_buckets
 from albert_tf.serving.multiple_choice_module import LIMITS, MultipleChoiceServingModule
@@ -35,6 +34,7 @@ from albert_tf.serving.precision import (
 )
 from albert_tf.serving.text_classifier_module import LIMITS as CLASSIFIER_LIMITS
 from albert_tf.serving.text_classifier_module import TextClassifierServingModule
+from albert_tf.storage import write_json_atomic
 from albert_tf.training.finetuning import SETTINGS_FILE  # fine-tuning writes it, we read it
 
 METADATA_FILE = "albert_tf.json"
@@ -47,16 +47,15 @@ DEFAULT_MAX_QA_LENGTH = 128
 def read_finetune_settings(checkpoint_dir: str | os.PathLike[str]) -> dict:
     """The ``finetune.json`` fine-tuning left in ``checkpoint_dir`` ({} if none)."""
     path = os.path.join(os.fspath(checkpoint_dir), SETTINGS_FILE)
-    if not os.path.exists(path):
+    if not storage.exists(path):
         return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return json.loads(storage.read_text(path))
 
 
 def tokenizer_path(checkpoint_dir: str, tokenizer_dir: str | os.PathLike[str] | None = None) -> str:
     """``tokenizer_dir``, else ``checkpoint_dir/tokenizer``; an error naming the fix if absent."""
     path = os.fspath(tokenizer_dir or os.path.join(checkpoint_dir, "tokenizer"))
-    if not os.path.isdir(path):
+    if not storage.isdir(path):
         raise FileNotFoundError(
             f"no tokenizer at {path!r}; pass tokenizer_dir (--tokenizer_dir) or "
             "save the model with save_model(..., tokenizer=...)"
@@ -92,9 +91,9 @@ def next_version(export_dir: str | os.PathLike[str]) -> int:
     8
     """
     export_dir = os.fspath(export_dir)
-    if not os.path.isdir(export_dir):
+    if not storage.isdir(export_dir):
         return 1
-    versions = [int(n) for n in os.listdir(export_dir) if n.isdigit()]
+    versions = [int(n) for n in storage.listdir(export_dir) if n.isdigit()]
     return max(versions, default=0) + 1
 
 
@@ -199,11 +198,12 @@ def export_saved_model(
 
     version = next_version(export_dir) if version is None else int(version)
     final = os.path.join(export_dir, str(version))
-    if os.path.exists(final):
+    if storage.exists(final):
         raise FileExistsError(f"{final} exists; pick another --version or remove it")
-    os.makedirs(export_dir, exist_ok=True)
+    # Local paths and gs:// (file://, ram://) alike: TensorFlow writes the SavedModel.
+    storage.makedirs(export_dir)
     tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    storage.rmtree(tmp, ignore_errors=True)
     # Stock ops only, even inside a trainer's fused() block: TF Serving has
     # no albert_tf kernels.
     with kernels.fused(False):
@@ -229,18 +229,20 @@ def export_saved_model(
         # Whether the precision suits a CPU depends on these (docs/serving.md).
         "export_cpu_flags": sorted(cpu_flags() & RELEVANT_CPU_FLAGS),
         "vocab_size": model.config.vocab_size,
-        "checkpoint": os.path.abspath(checkpoint_dir),
+        "checkpoint": (
+            os.fspath(checkpoint_dir)
+            if storage.is_remote(os.fspath(checkpoint_dir))
+            else os.path.abspath(checkpoint_dir)
+        ),
         "finetune": settings,
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "tensorflow": tf.__version__,
     }
-    with open(os.path.join(extra, METADATA_FILE), "w", encoding="utf-8") as f:
-        json.dump(metadata, f, indent=2, ensure_ascii=False)
+    write_json_atomic(os.path.join(extra, METADATA_FILE), metadata)
     if task == "classification":
-        with open(os.path.join(extra, LABELS_FILE), "w", encoding="utf-8") as f:
-            json.dump(task_metadata["label_names"], f, ensure_ascii=False)
+        write_json_atomic(os.path.join(extra, LABELS_FILE), task_metadata["label_names"])
     if model_card is not None:
-        with open(os.path.join(extra, MODEL_CARD_FILE), "w", encoding="utf-8") as f:
-            json.dump(model_card, f, indent=2, ensure_ascii=False)
-    os.rename(tmp, final)
+        write_json_atomic(os.path.join(extra, MODEL_CARD_FILE), model_card)
+    # The version appears whole (TF Serving polls the base path for new versions).
+    storage.move_tree(tmp, final)
     return final
