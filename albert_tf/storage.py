@@ -150,25 +150,30 @@ def replace(source: str, target: str) -> None:
         os.replace(source, target)
 
 
-def move_tree(source: str, target: str) -> None:
+def move_tree(source: str, target: str, last: tuple[str, ...] = ()) -> None:
     """Moves the folder ``source`` to ``target`` (which must not exist).
 
     Locally one atomic rename. Object stores have no folders to rename (a
     ``ram://`` rename moves no children, ``gs://`` copies object by object), so
-    remotely every file is copied, then ``source`` removed: ``target``'s files
-    all exist before anything reads the folder as complete.
+    remotely every file is copied, the top-level files named in ``last`` after
+    all others, then ``source`` is removed. A reader that waits for those (TF
+    Serving waits for ``saved_model.pb``) never sees the folder half-copied.
     """
     if not (is_remote(source) or is_remote(target)):
         os.rename(source, target)
         return
     gfile = _gfile()
+    copies, final = [], []
     for root, _, names in walk(source):
         relative = os.path.relpath(root, source)
         # No "." segment: object stores do not normalise paths.
         folder = target if relative == "." else os.path.join(target, relative)
         gfile.makedirs(folder)
         for name in names:
-            gfile.copy(os.path.join(root, name), os.path.join(folder, name), overwrite=False)
+            pair = (os.path.join(root, name), os.path.join(folder, name))
+            (final if relative == "." and name in last else copies).append(pair)
+    for source_file, target_file in copies + final:
+        gfile.copy(source_file, target_file, overwrite=False)
     rmtree(source)
 
 

@@ -32,6 +32,9 @@ from albert_tf.storage import write_json_atomic
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "weights.h5"
 META_FILE = "albert_tf.json"
+#: Fine-tuning's settings beside a fine-tuned model (the task, its packing, labels
+#: and metrics); the exporters read it.
+SETTINGS_FILE = "finetune.json"
 FORMAT_VERSION = 1
 
 # Head components each task model may carry, by attribute name.
@@ -155,6 +158,14 @@ def save_model(
         tokenizer.save(os.path.join(directory, "tokenizer"))
     meta = {"format_version": FORMAT_VERSION, "heads": heads}
     write_json_atomic(os.path.join(directory, META_FILE), meta)
+
+
+def read_finetune_settings(directory: str | os.PathLike[str]) -> dict:
+    """The ``finetune.json`` fine-tuning left in ``directory`` ({} if none)."""
+    path = os.path.join(os.fspath(directory), SETTINGS_FILE)
+    if not storage.exists(path):
+        return {}
+    return json.loads(storage.read_text(path))
 
 
 def read_weights(directory: str | os.PathLike[str]) -> dict[str, np.ndarray]:

@@ -69,6 +69,13 @@ flags.DEFINE_enum(
 flags.DEFINE_integer(
     "batch_size", 16, "Items per optimizer step (all replicas, all accumulation steps)."
 )
+flags.DEFINE_integer(
+    "eval_batch_size",
+    None,
+    "Items per dev/test batch (default: twice a micro-batch, batch_size / "
+    "gradient_accumulation_steps).",
+    lower_bound=1,
+)
 flags.DEFINE_float("learning_rate", 1e-5, "Peak learning rate.")
 flags.DEFINE_float("num_epochs", 3.0, "Epochs (unless --num_train_steps).")
 flags.DEFINE_integer("num_train_steps", None, "Total steps.")
@@ -260,6 +267,7 @@ def main() -> None:
         output_dir=FLAGS.output_dir,
         max_seq_length=FLAGS.max_seq_length,
         batch_size=FLAGS.batch_size,
+        eval_batch_size=FLAGS.eval_batch_size,
         learning_rate=FLAGS.learning_rate,
         num_epochs=FLAGS.num_epochs,
         num_train_steps=FLAGS.num_train_steps,

@@ -24,7 +24,7 @@ import sys
 
 from absl import flags
 
-from albert_tf.cli import runner, scale_flags  # noqa: F401  (the shared hardware flags)
+from albert_tf.cli import runner, scale_flags
 from albert_tf.cli.runner import UserError
 from albert_tf.config import SHARE_MODES
 from albert_tf.data.examples import SENTENCE_TASKS

@@ -39,7 +39,9 @@ flags.DEFINE_bool(
     "jit_compile",
     _DEFAULTS["jit_compile"],
     "XLA-compile the model's forward and backward pass. Default: on with a GPU or TPU, "
-    "off on CPU (the fused kernels are faster there). May change when resuming.",
+    "off on CPU (the fused kernels are faster there). Pretraining: may change when "
+    "resuming. Fine-tuning: batches are padded to multiples of 64 tokens, so few shapes "
+    "compile.",
 )
 flags.DEFINE_bool(
     "fused_kernels",

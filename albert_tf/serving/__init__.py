@@ -5,12 +5,8 @@
 'exported/albert_mc/1'
 """
 
-from albert_tf.serving.export import (
-    SETTINGS_FILE,
-    export_saved_model,
-    next_version,
-    read_finetune_settings,
-)
+from albert_tf.checkpoints.saved_format import SETTINGS_FILE, read_finetune_settings
+from albert_tf.serving.export import export_saved_model, next_version
 from albert_tf.serving.multiple_choice_module import LIMITS, MultipleChoiceServingModule
 
 __all__ = [

@@ -16,7 +16,6 @@ numeric version)::
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import warnings
@@ -24,6 +23,7 @@ import warnings
 import tensorflow as tf
 
 from albert_tf import kernels, storage
+from albert_tf.checkpoints.saved_format import read_finetune_settings
 from albert_tf.hardware import cpu_flags
 from albert_tf.serving import length_buckets
 from albert_tf.serving.multiple_choice_module import LIMITS, MultipleChoiceServingModule
@@ -35,21 +35,12 @@ from albert_tf.serving.precision import (
 from albert_tf.serving.text_classifier_module import LIMITS as CLASSIFIER_LIMITS
 from albert_tf.serving.text_classifier_module import TextClassifierServingModule
 from albert_tf.storage import write_json_atomic
-from albert_tf.training.finetuning import SETTINGS_FILE  # fine-tuning writes it, we read it
 
 METADATA_FILE = "albert_tf.json"
 MODEL_CARD_FILE = "model_card.json"
 LABELS_FILE = "labels.json"
 DEFAULT_MAX_SEQ_LENGTH = 512
 DEFAULT_MAX_QA_LENGTH = 128
-
-
-def read_finetune_settings(checkpoint_dir: str | os.PathLike[str]) -> dict:
-    """The ``finetune.json`` fine-tuning left in ``checkpoint_dir`` ({} if none)."""
-    path = os.path.join(os.fspath(checkpoint_dir), SETTINGS_FILE)
-    if not storage.exists(path):
-        return {}
-    return json.loads(storage.read_text(path))
 
 
 def tokenizer_path(checkpoint_dir: str, tokenizer_dir: str | os.PathLike[str] | None = None) -> str:
@@ -243,6 +234,7 @@ def export_saved_model(
         write_json_atomic(os.path.join(extra, LABELS_FILE), task_metadata["label_names"])
     if model_card is not None:
         write_json_atomic(os.path.join(extra, MODEL_CARD_FILE), model_card)
-    # The version appears whole (TF Serving polls the base path for new versions).
-    storage.move_tree(tmp, final)
+    # The version appears whole: TF Serving polls the base path and loads a version
+    # once its saved_model.pb exists, which a remote copy writes last.
+    storage.move_tree(tmp, final, last=("saved_model.pb", "fingerprint.pb"))
     return final

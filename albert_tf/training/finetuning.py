@@ -11,8 +11,9 @@ It scales as pretraining does, through the same compiled steps
 model is built in its scope), mixed precision from the model's dtype policy
 (float16 adds loss scaling), gradient accumulation, XLA and several steps per
 compiled call. Batches are padded to their own longest item, so the step
-functions take any [batch, (options,) length] shape; with XLA they are padded
-to ``max_seq_length`` instead, so one shape compiles once.
+functions take any [batch, (options,) length] shape; with XLA their length is
+rounded up to a multiple of `XLA_LENGTH_MULTIPLE`, so a few shapes compile
+(not one per batch) and short texts are not padded to ``max_seq_length``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import kernels, storage
-from albert_tf.checkpoints.saved_format import save_model
+from albert_tf.checkpoints.saved_format import SETTINGS_FILE, save_model
 from albert_tf.data.multiple_choice import (
     MultipleChoiceExample,
     encode_multiple_choice,
@@ -43,12 +44,11 @@ from albert_tf.training.steps import (
     distributed_function,
 )
 
-#: Written next to the best checkpoint (the task, its packing settings and
-#: metrics); `albert_tf.serving.export` reads it back from here.
-SETTINGS_FILE = "finetune.json"
 #: The model inputs of every task's batches.
 FEATURES = ("token_ids", "segment_ids", "padding_mask")
 _IDS = tf.TensorSpec([None, None, None], tf.int32)
+#: With XLA, batch lengths are rounded up to a multiple of this.
+XLA_LENGTH_MULTIPLE = 64
 #: How often, at most, the progress bar reads the training loss back.
 _BAR_REFRESH_SECONDS = 1.0
 
@@ -177,10 +177,14 @@ class FineTuningTrainer:
                 "gradient_accumulation_steps"
             )
         self.strategy = strategy or tf.distribute.get_strategy()
-        if self.strategy is not tf.distribute.get_strategy() and not any(
-            # Keras variables hold the strategy's variable as ``value``.
-            self.strategy.extended.variable_created_in_scope(getattr(v, "value", v))
-            for v in model.weights[:1]
+        if (
+            self.strategy is not tf.distribute.get_strategy()
+            and model.weights
+            and not any(
+                # Keras variables hold the strategy's variable as ``value``.
+                self.strategy.extended.variable_created_in_scope(getattr(v, "value", v))
+                for v in model.weights[:1]
+            )
         ):
             raise ValueError(
                 f"the model's variables were not created under the {type(self.strategy).__name__}"
@@ -190,7 +194,8 @@ class FineTuningTrainer:
         self.output_dir = os.fspath(output_dir)
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size or 2 * batch_size
+        # Evaluation holds no gradients: twice what one micro-batch holds fits.
+        self.eval_batch_size = eval_batch_size or 2 * (batch_size // gradient_accumulation_steps)
         self.learning_rate, self.num_epochs = learning_rate, num_epochs
         self.num_train_steps, self.warmup_proportion = num_train_steps, warmup_proportion
         self.optimizer_name, self.weight_decay_rate = optimizer, weight_decay_rate
@@ -248,7 +253,7 @@ class FineTuningTrainer:
 
     def logits(self, features: dict) -> tf.Tensor:
         """The model's float32 logits of one batch, split over the strategy's replicas."""
-        return self._predict({name: features[name] for name in FEATURES})
+        return self._predict(self._fixed_shape({name: features[name] for name in FEATURES}))
 
     def build_steps(self, total_steps: int) -> TaskSteps:
         """The optimizer ``fit`` uses for ``total_steps`` steps (AdamW or LAMB, warm-up
@@ -277,12 +282,19 @@ class FineTuningTrainer:
             )
 
     def _fixed_shape(self, features: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """With XLA, ids padded to ``max_seq_length`` (pad id 0, mask 0): one shape
-        compiles once, where every batch length would compile anew."""
+        """With XLA, ids padded (pad id 0, mask 0) to the next multiple of
+        `XLA_LENGTH_MULTIPLE`, at most ``max_seq_length``: a handful of shapes
+        compile, where every batch length would compile anew."""
+        length = features["token_ids"].shape[-1]
+        if length > self.max_seq_length:
+            raise ValueError(
+                f"a batch of {length} tokens is longer than max_seq_length="
+                f"{self.max_seq_length}: encode the items with this trainer (or its settings)"
+            )
         if not self.jit_compile:
             return features
-        pad = self.max_seq_length - features["token_ids"].shape[-1]
-        widths = [(0, 0)] * (features["token_ids"].ndim - 1) + [(0, pad)]
+        target = min(self.max_seq_length, -(-length // XLA_LENGTH_MULTIPLE) * XLA_LENGTH_MULTIPLE)
+        widths = [(0, 0)] * (features["token_ids"].ndim - 1) + [(0, target - length)]
         return {k: np.pad(v, widths) if k in FEATURES else v for k, v in features.items()}
 
     def training_batches(self, encoded: Sequence[dict[str, np.ndarray]]) -> tf.data.Dataset:
@@ -374,10 +386,12 @@ class FineTuningTrainer:
             consumed += attempts * accumulation
             if applied < attempts:
                 skipped += attempts - applied
-                write(
-                    f"step {step + applied + 1}: non-finite gradient, skipped "
-                    f"({attempts - applied} step(s); weights unchanged)"
+                where = (
+                    f"step {step + 1}"
+                    if attempts == 1
+                    else f"{attempts - applied} of {attempts} steps from step {step + 1} on"
                 )
+                write(f"{where}: non-finite gradient, skipped (weights unchanged by it)")
                 if consecutive >= self.max_consecutive_nonfinite_steps:
                     raise FloatingPointError(
                         f"{consecutive} steps in a row had a non-finite loss or gradient; the "

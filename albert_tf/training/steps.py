@@ -151,6 +151,7 @@ class TrainingSteps:
         # XLA cannot compile the fused kernels (custom ops); it fuses anyway.
         self.use_fused_kernels = fused_kernels and not jit_compile
         self.max_consecutive_nonfinite_steps = max_consecutive_nonfinite_steps
+        self.gradient_accumulation_steps = gradient_accumulation_steps
         self.variables = list(model.trainable_variables if variables is None else variables)
         optimizer.build(self.variables)
         #: Applied in order to each micro-batch's loss before its gradients; a
@@ -190,6 +191,12 @@ class TrainingSteps:
         (one without gradient accumulation). Returns the summed objective, counts,
         the gradient norm and ``applied`` (False: a non-finite step, skipped), as
         tensors: reading them back is the caller's choice."""
+        expected = self.gradient_accumulation_steps
+        if len(batches) != expected:
+            raise ValueError(
+                f"a step takes {expected} micro-batch(es) (gradient_accumulation_steps), "
+                f"got {len(batches)}"
+            )
         if not self._accumulators:
             (batch,) = batches  # no accumulation: a step is one micro-batch
             return self.train_fn(*batch)

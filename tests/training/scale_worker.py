@@ -90,17 +90,26 @@ def floats(sums: dict) -> dict:
 
 
 def equal_step() -> dict:
-    """One optimizer step three ways on the same 8 examples."""
+    """One optimizer step three ways on the same 8 examples; and on one example, which
+    leaves one of two replicas an empty slice."""
     results = {}
-    for name, strategy, split in (("one", ONE, 1), ("two", MIRRORED, 1), ("two_acc", MIRRORED, 2)):
+    runs = (
+        ("one", ONE, 1, 8),
+        ("two", MIRRORED, 1, 8),
+        ("two_acc", MIRRORED, 2, 8),
+        ("one_item", ONE, 1, 1),
+        ("two_item", MIRRORED, 1, 1),
+    )
+    for name, strategy, split, rows in runs:
         trainer = finetuner(strategy, f"equal_{name}", gradient_accumulation_steps=split)
-        encoded = trainer.encode(TRAIN[:8])
-        (features, labels), *_ = trainer.batches(encoded, 8)
+        encoded = trainer.encode(TRAIN[:rows])
+        (features, labels), *_ = trainer.batches(encoded, rows)
         features = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
         steps = trainer.build_steps(10)
+        size = rows // split
         micro = [
-            ({k: v[i : i + 8 // split] for k, v in features.items()}, labels[i : i + 8 // split])
-            for i in range(0, 8, 8 // split)
+            ({k: v[i : i + size] for k, v in features.items()}, labels[i : i + size])
+            for i in range(0, rows, size)
         ]
         # Micro-batches keep the full batch's padding: the same arithmetic per row.
         results[name] = floats(steps.train(micro))

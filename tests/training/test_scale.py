@@ -17,6 +17,8 @@ from numerics import albert_depth_and_width, float32_budget
 from training_utils import tiny_albert
 
 WORKER = os.path.join(os.path.dirname(__file__), "scale_worker.py")
+# The worker runs 3 to 4 minutes here; the subprocess bound is the test's.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +60,16 @@ def test_one_step_is_the_same_on_one_replica_two_and_two_accumulated(results, bu
         assert _close(two[key], one[key], budget), (key, one[key], two[key], budget)
         assert _close(acc[key], one[key], budget), (key, one[key], acc[key], budget)
     assert one["grad_norm"] > 0
+
+
+def test_a_replica_with_an_empty_slice_adds_nothing(results, budget):
+    # One example on two replicas: one replica gets no rows, and the step is still
+    # the one-device step on that example.
+    one, two = results["equal"]["one_item"], results["equal"]["two_item"]
+    assert one["examples"] == two["examples"] == 1
+    for key in ("loss_sum", "grad_norm"):
+        assert _close(two[key], one[key], budget), (key, one[key], two[key], budget)
+    assert two["applied"] == 1.0
 
 
 @pytest.mark.parametrize("variant", ["float16_accumulation", "bfloat16", "xla_loops"])

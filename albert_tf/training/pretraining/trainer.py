@@ -147,7 +147,7 @@ class PretrainingTrainer:
         options.validate(self.num_replicas)
         if options.data_service and num_workers(self.strategy) > 1:
             # Every worker must read the same global batch (see
-            # PretrainingSteps._distribute); a service job hands each batch to
+            # albert_tf.training.steps.replica_slices); a service job hands each batch to
             # one reader only.
             raise ValueError(
                 "--data_service feeds one training process; with several workers "
