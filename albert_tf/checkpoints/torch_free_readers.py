@@ -1,7 +1,8 @@
-"""Read Hugging Face weight files without PyTorch or the safetensors package.
+"""Read Hugging Face weight files, and write safetensors, without PyTorch or the
+safetensors package.
 
-PyTorch is a test-only dependency of this package, so both readers here use
-NumPy alone: safetensors is a JSON header followed by raw little-endian
+PyTorch is a test-only dependency of this package, so the readers and the
+writer here use NumPy alone: safetensors is a JSON header followed by raw little-endian
 arrays; ``pytorch_model.bin`` is a zip of a pickle whose tensors point at raw
 storage files. The unpickler below resolves only the handful of globals a
 state dict needs and refuses anything else, so a malicious file cannot run
@@ -51,6 +52,42 @@ def read_safetensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
         dtype = np.dtype(_SAFETENSORS_DTYPES[info["dtype"]]).newbyteorder("<")
         arrays[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(info["shape"])
     return arrays
+
+
+def write_safetensors(
+    path: str | os.PathLike[str], arrays: dict[str, np.ndarray], metadata: dict | None = None
+) -> None:
+    """Writes ``arrays`` as a ``.safetensors`` file (names sorted, data 8-byte aligned).
+
+    The header's ``__metadata__`` says ``format: pt``, which transformers requires.
+
+    >>> import tempfile; path = os.path.join(tempfile.mkdtemp(), "w.safetensors")
+    >>> write_safetensors(path, {"b": np.arange(3, dtype=np.float32), "a": np.eye(2)})
+    >>> {k: v.tolist() for k, v in read_safetensors(path).items()}
+    {'a': [[1.0, 0.0], [0.0, 1.0]], 'b': [0.0, 1.0, 2.0]}
+    """
+    from albert_tf import storage
+
+    codes = {np.dtype(v): k for k, v in _SAFETENSORS_DTYPES.items()}
+    header: dict = {"__metadata__": {"format": "pt", **(metadata or {})}}
+    blobs, offset = [], 0
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        if array.dtype not in codes:
+            raise ValueError(f"tensor {name} has dtype {array.dtype}, not one safetensors has")
+        data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+        header[name] = {
+            "dtype": codes[array.dtype],
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        blobs.append(data)
+        offset += len(data)
+    encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    encoded += b" " * (-len(encoded) % 8)  # the spec allows trailing spaces
+    storage.write_bytes(
+        os.fspath(path), struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs)
+    )
 
 
 # torch storage class name -> numpy dtype

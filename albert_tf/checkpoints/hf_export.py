@@ -1,0 +1,271 @@
+"""A model directory of this package, written in Hugging Face's ALBERT layout.
+
+The inverse of `albert_tf.checkpoints.convert.convert_hf`, walking the same
+name table (`albert_tf.checkpoints.name_table`), with NumPy alone (no torch):
+
+* ``config.json``: ``model_type: albert``, the task class in ``architectures``,
+  every field Hugging Face's ``AlbertConfig`` reads, labels for a classifier;
+* ``model.safetensors``: backbone weights under ``albert.``, the heads under
+  their Hugging Face names;
+* the tokenizer: ``spiece.model`` with ``AlbertTokenizer`` settings, or a
+  ``vocab.txt`` with ``tokenizer_class: BertTokenizer`` (as the Chinese ALBERTs
+  on the Hub ship theirs).
+
+What Hugging Face cannot express is refused with an error that names it:
+sharing other than ``all``, an activation its ``ACT2FN`` lacks, a SentencePiece
+tokenizer without ALBERT's digit-comma split.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from albert_tf import storage
+from albert_tf.checkpoints.name_table import weight_table
+from albert_tf.checkpoints.saved_format import (
+    CheckpointError,
+    read_config,
+    read_finetune_settings,
+    read_weights,
+)
+from albert_tf.checkpoints.torch_free_readers import write_safetensors
+from albert_tf.config import AlbertConfig
+from albert_tf.storage import write_json_atomic
+
+#: Our task (by the heads a model directory holds) → Hugging Face's class.
+ARCHITECTURES = {
+    "pretraining": "AlbertForPreTraining",
+    "multiple_choice": "AlbertForMultipleChoice",
+    "classification": "AlbertForSequenceClassification",
+}
+#: Activations Hugging Face's ``ACT2FN`` has under these names.
+HF_ACTIVATIONS = frozenset({"gelu_new", "gelu", "relu", "tanh", "silu", "linear"})
+_HEAD_OF_TASK = {
+    "pretraining": ("mlm_head/", "sop_head/"),
+    "multiple_choice": ("multiple_choice_head/",),
+    "classification": ("classifier_head/",),
+}
+
+
+def to_hf(array: np.ndarray, layout: str, config: AlbertConfig) -> np.ndarray:
+    """Our array in PyTorch's layout: the inverse of `name_table.to_ours`
+    with ``torch_layout=True`` (dense weights [out, in])."""
+    h = config.hidden_size
+    if layout == "copy":
+        return array
+    if layout == "dense":
+        return array.T
+    if layout in ("qkv_kernel", "attention_output_kernel"):
+        return array.reshape(h, h).T  # [H, N, D] or [N, D, H] → [in, out] → [out, in]
+    if layout == "qkv_bias":
+        return array.reshape(h)
+    raise ValueError(f"Unknown layout {layout!r}")
+
+
+def task_of(heads: list[str]) -> str:
+    if "multiple_choice_head" in heads:
+        return "multiple_choice"
+    if "classifier_head" in heads:
+        return "classification"
+    return "pretraining"
+
+
+def check_expressible(config: AlbertConfig) -> None:
+    """Raises what Hugging Face's ALBERT cannot represent, naming it."""
+    if config.share != "all":
+        raise CheckpointError(
+            f"share={config.share!r}: Hugging Face's ALBERT shares whole layers (share='all' "
+            "with num_hidden_groups) and cannot express attention-only or FFN-only sharing; "
+            "this model stays in albert_tf's format."
+        )
+    if config.hidden_act not in HF_ACTIVATIONS:
+        raise CheckpointError(
+            f"hidden_act={config.hidden_act!r} has no Hugging Face name "
+            f"({', '.join(sorted(HF_ACTIVATIONS))})."
+        )
+
+
+def hf_state_dict(config: AlbertConfig, arrays: dict[str, np.ndarray], task: str) -> dict:
+    """Hugging Face names → arrays for the task class of ``task``."""
+    check_expressible(config)
+    heads = _HEAD_OF_TASK[task]
+    out: dict[str, np.ndarray] = {}
+    for row in weight_table(config):
+        if row.ours.startswith("backbone/"):
+            name = f"albert.{row.hf}"
+        elif row.ours.startswith(heads):
+            name = row.hf
+        else:
+            continue
+        if row.ours not in arrays:
+            raise CheckpointError(f"the model directory lacks {row.ours}")
+        out[name] = np.ascontiguousarray(to_hf(arrays[row.ours], row.layout, config), np.float32)
+    if not config.has_embedding_projection:
+        # Hugging Face always projects E → H; with E == H ours is the identity.
+        h = config.hidden_size
+        out["albert.encoder.embedding_hidden_mapping_in.weight"] = np.eye(h, dtype=np.float32)
+        out["albert.encoder.embedding_hidden_mapping_in.bias"] = np.zeros(h, np.float32)
+    return out
+
+
+def hf_config(
+    config: AlbertConfig, task: str, tokenizer=None, label_names: list[str] | None = None
+) -> dict:
+    """``config.json`` for Hugging Face (and keras-hub's transformers loader)."""
+    check_expressible(config)
+    data = config.to_hf_dict()
+    data.pop("share")
+    data.update(
+        architectures=[ARCHITECTURES[task]],
+        model_type="albert",
+        position_embedding_type="absolute",
+        torch_dtype="float32",
+    )
+    if tokenizer is not None:
+        # Hugging Face's bos/eos of ALBERT are [CLS] and [SEP].
+        data.update(
+            pad_token_id=tokenizer.pad_id,
+            bos_token_id=tokenizer.cls_id,
+            eos_token_id=tokenizer.sep_id,
+        )
+    if task == "classification":
+        names = list(label_names or [])
+        if not names:  # a regression model: one score
+            data.update(id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0})
+            data["problem_type"] = "regression"
+        else:
+            data["id2label"] = {str(i): name for i, name in enumerate(names)}
+            data["label2id"] = {name: i for i, name in enumerate(names)}
+    return data
+
+
+def write_hf_tokenizer(tokenizer, directory: str, max_length: int) -> list[str]:
+    """The tokenizer's files in Hugging Face's layout; returns their names."""
+    vocab = tokenizer.vocabulary
+    specials = {
+        "unk_token": vocab[tokenizer.unk_id],
+        "sep_token": vocab[tokenizer.sep_id],
+        "pad_token": vocab[tokenizer.pad_id],
+        "cls_token": vocab[tokenizer.cls_id],
+        "mask_token": vocab[tokenizer.mask_id],
+    }
+    settings = {"model_max_length": max_length, **specials}
+    if tokenizer.kind == "sentencepiece":
+        if not tokenizer.split_digit_comma:
+            raise CheckpointError(
+                "this SentencePiece tokenizer does not split digits before commas, which "
+                "Hugging Face's AlbertTokenizer always does: the ids would differ"
+            )
+        storage.write_bytes(os.path.join(directory, "spiece.model"), tokenizer._model_proto)
+        settings.update(
+            tokenizer_class="AlbertTokenizer",
+            do_lower_case=tokenizer.lower_case,
+            remove_space=tokenizer.remove_space,
+            keep_accents=tokenizer.keep_accents,
+            bos_token=specials["cls_token"],
+            eos_token=specials["sep_token"],
+        )
+        files = ["spiece.model"]
+    else:
+        storage.write_bytes(
+            os.path.join(directory, "vocab.txt"), ("\n".join(vocab) + "\n").encode("utf-8")
+        )
+        settings.update(
+            tokenizer_class="BertTokenizer",
+            do_lower_case=tokenizer.lower_case,
+            tokenize_chinese_chars=tokenizer.tokenize_chinese_chars,
+        )
+        files = ["vocab.txt"]
+    write_json_atomic(os.path.join(directory, "tokenizer_config.json"), settings)
+    write_json_atomic(os.path.join(directory, "special_tokens_map.json"), specials)
+    return [*files, "tokenizer_config.json", "special_tokens_map.json"]
+
+
+def export_hf(model_dir: str, output_dir: str) -> dict:
+    """Writes the albert_tf model directory ``model_dir`` in Hugging Face's layout.
+
+    Returns what was written: ``architecture``, ``tensors``, ``files``.
+    """
+    from albert_tf.tokenizers import load_tokenizer
+
+    config = read_config(model_dir)
+    check_expressible(config)
+    arrays = read_weights(model_dir)
+    heads = sorted({name.split("/", 1)[0] for name in arrays} - {"backbone"})
+    task = task_of(heads)
+    tokenizer_dir = os.path.join(model_dir, "tokenizer")
+    tokenizer = load_tokenizer(tokenizer_dir) if storage.isdir(tokenizer_dir) else None
+    label_names = read_finetune_settings(model_dir).get("label_names")
+    state = hf_state_dict(config, arrays, task)
+    storage.makedirs(output_dir)
+    write_safetensors(os.path.join(output_dir, "model.safetensors"), state)
+    write_json_atomic(
+        os.path.join(output_dir, "config.json"),
+        hf_config(config, task, tokenizer, label_names),
+        sort_keys=True,
+    )
+    files = ["config.json", "model.safetensors"]
+    if tokenizer is not None:
+        files += write_hf_tokenizer(tokenizer, output_dir, config.max_position_embeddings)
+    return {"architecture": ARCHITECTURES[task], "tensors": len(state), "files": files}
+
+
+def export_keras_hub(model_dir: str, output_dir: str) -> dict:
+    """Writes the model directory ``model_dir`` as a native keras-hub preset.
+
+    Built through keras-hub's own transformers loader (the Hugging Face layout
+    above) and saved with its ``save_to_preset``: a classifier becomes an
+    ``AlbertTextClassifier`` with its preprocessor (``from_preset`` then takes raw
+    strings), anything else an ``AlbertBackbone`` with its tokenizer.
+
+    keras-hub's ALBERT runs approximate GELU and a SentencePiece tokenizer only,
+    and its tokenizer does not lower-case: other activations and WordPiece
+    vocabularies are refused, naming the reason.
+    """
+    import tempfile
+
+    import keras_hub
+
+    config = read_config(model_dir)
+    check_expressible(config)
+    if config.hidden_act != "gelu_new":
+        raise CheckpointError(
+            f"hidden_act={config.hidden_act!r}: keras-hub's AlbertBackbone always runs "
+            "approximate GELU ('gelu_new'), so this model would compute something else "
+            "there; use --target=hf (transformers reads every activation)"
+        )
+    from albert_tf.tokenizers import load_tokenizer
+
+    tokenizer = load_tokenizer(os.path.join(model_dir, "tokenizer"))
+    if tokenizer.kind != "sentencepiece":
+        raise CheckpointError(
+            f"a {tokenizer.kind} tokenizer: keras-hub's AlbertTokenizer reads SentencePiece "
+            "models only; use --target=hf (BertTokenizer reads vocab.txt)"
+        )
+    arrays = read_weights(model_dir)
+    task = task_of(sorted({name.split("/", 1)[0] for name in arrays} - {"backbone"}))
+    settings = read_finetune_settings(model_dir)
+    with tempfile.TemporaryDirectory() as hf_dir:
+        export_hf(model_dir, hf_dir)
+        backbone = keras_hub.models.AlbertBackbone.from_preset(hf_dir)
+        hub_tokenizer = keras_hub.models.AlbertTokenizer(proto=os.path.join(hf_dir, "spiece.model"))
+    if task == "classification":
+        kernel = arrays["classifier_head/dense/kernel"]
+        preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(
+            hub_tokenizer,
+            sequence_length=settings.get("max_seq_length", config.max_position_embeddings),
+        )
+        classifier = keras_hub.models.AlbertTextClassifier(
+            backbone,
+            num_classes=kernel.shape[1],
+            preprocessor=preprocessor,
+            dropout=config.classifier_dropout_prob,
+        )
+        classifier.output_dense.set_weights([kernel, arrays["classifier_head/dense/bias"]])
+        classifier.save_to_preset(output_dir)
+        return {"class": "AlbertTextClassifier", "num_classes": int(kernel.shape[1])}
+    backbone.save_to_preset(output_dir)
+    hub_tokenizer.save_to_preset(output_dir)
+    return {"class": "AlbertBackbone", "num_classes": 0}
