@@ -14,6 +14,7 @@ renames and fsyncs.
 
 from __future__ import annotations
 
+import contextlib
 import glob as _glob
 import io
 import json
@@ -137,8 +138,39 @@ def rmtree(path: str, ignore_errors: bool = False) -> None:
     try:
         _gfile().rmtree(path)
     except Exception:  # tf.errors.NotFoundError and kin
+        if path.startswith("ram://"):
+            # ram:// lists children by name prefix ("assets" also lists ".extra"
+            # of "assets.extra"), and its recursive delete stops at the phantom
+            # entry, maybe after deleting the folder itself: delete what `walk`
+            # still finds, deepest folders first.
+            try:
+                _remove_tree_by_walking(path)
+                return
+            except Exception:
+                if not ignore_errors:
+                    raise
+                return
         if not ignore_errors:
             raise
+
+
+def _remove_tree_by_walking(path: str) -> None:
+    import tensorflow as tf
+
+    gfile = _gfile()
+    if not gfile.exists(path):
+        return  # the recursive delete got that far
+    folders = []
+    for root, _, names in walk(path):
+        folders.append(root)
+        for name in names:
+            gfile.remove(os.path.join(root, name))
+    for folder in reversed(folders):
+        # A folder ram:// kept no entry for is already gone.
+        with contextlib.suppress(tf.errors.NotFoundError):
+            gfile.rmtree(folder)
+    if gfile.exists(path):
+        raise OSError(f"could not remove {path}")
 
 
 def replace(source: str, target: str) -> None:

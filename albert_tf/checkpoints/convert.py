@@ -11,12 +11,14 @@ import numpy as np
 
 from albert_tf.checkpoints.name_table import to_ours, weight_table
 from albert_tf.checkpoints.saved_format import (
+    SETTINGS_FILE,
     CheckpointError,
     assign_weights,
     save_model,
 )
 from albert_tf.checkpoints.torch_free_readers import read_pytorch_bin, read_safetensors
 from albert_tf.config import AlbertConfig
+from albert_tf.storage import write_json_atomic
 
 # Optimizer slots and bookkeeping that official checkpoints carry.
 _TF1_SKIPPED_SUFFIXES = ("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")
@@ -299,12 +301,32 @@ def find_tokenizer(folder: str):
     for name in ("spiece.model", "30k-clean.model"):
         if os.path.isfile(os.path.join(folder, name)):
             return SentencePieceTokenizer.from_file(
-                os.path.join(folder, name), lower_case=lower_case
+                os.path.join(folder, name),
+                lower_case=lower_case,
+                remove_space=bool(settings.get("remove_space", True)),
+                keep_accents=bool(settings.get("keep_accents", False)),
             )
     for name in ("vocab.txt", "vocab_chinese.txt"):
         if os.path.isfile(os.path.join(folder, name)):
-            return WordPieceTokenizer(os.path.join(folder, name), lower_case=lower_case)
+            return WordPieceTokenizer(
+                os.path.join(folder, name),
+                lower_case=lower_case,
+                tokenize_chinese_chars=bool(settings.get("tokenize_chinese_chars", True)),
+            )
     return None
+
+
+def hf_label_names(folder: str, num_labels: int) -> list[str]:
+    """A Hugging Face classifier's ``id2label`` names, unless they are the defaults."""
+    try:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            id2label = json.load(f).get("id2label") or {}
+    except (OSError, ValueError):
+        return []
+    names = [id2label.get(str(i)) for i in range(num_labels)]
+    if None in names or names == [f"LABEL_{i}" for i in range(num_labels)]:
+        return []
+    return names
 
 
 def convert(
@@ -338,4 +360,12 @@ def convert(
         )
     converted.tokenizer = tokenizer
     save_model(model, output_dir, tokenizer=tokenizer)
+    if source == "hf" and converted.task == "classification":
+        # The label names travel on, for the exporters and the app.
+        names = hf_label_names(input_path, int(model.num_labels))
+        if names:
+            write_json_atomic(
+                os.path.join(output_dir, SETTINGS_FILE),
+                {"task": "classification", "label_names": names},
+            )
     return model, converted

@@ -40,6 +40,8 @@ ARCHITECTURES = {
     "multiple_choice": "AlbertForMultipleChoice",
     "classification": "AlbertForSequenceClassification",
 }
+#: The LayerNorm epsilon keras-hub's AlbertBackbone hard-codes.
+KERAS_HUB_LAYER_NORM_EPS = 1e-12
 #: Activations Hugging Face's ``ACT2FN`` has under these names.
 HF_ACTIVATIONS = frozenset({"gelu_new", "gelu", "relu", "tanh", "silu", "linear"})
 _HEAD_OF_TASK = {
@@ -75,10 +77,13 @@ def task_of(heads: list[str]) -> str:
 def check_expressible(config: AlbertConfig) -> None:
     """Raises what Hugging Face's ALBERT cannot represent, naming it."""
     if config.share != "all":
+        kinds = {"attention": "attention-only", "ffn": "FFN-only", "none": "no"}
         raise CheckpointError(
-            f"share={config.share!r}: Hugging Face's ALBERT shares whole layers (share='all' "
-            "with num_hidden_groups) and cannot express attention-only or FFN-only sharing; "
-            "this model stays in albert_tf's format."
+            f"share={config.share!r}: Hugging Face's ALBERT shares whole layers in groups "
+            f"(share='all' with num_hidden_groups); this exporter writes no "
+            f"{kinds.get(config.share, config.share)} sharing (attention-only and FFN-only "
+            "sharing have no Hugging Face form at all), so the model stays in albert_tf's "
+            "format."
         )
     if config.hidden_act not in HF_ACTIVATIONS:
         raise CheckpointError(
@@ -111,9 +116,17 @@ def hf_state_dict(config: AlbertConfig, arrays: dict[str, np.ndarray], task: str
 
 
 def hf_config(
-    config: AlbertConfig, task: str, tokenizer=None, label_names: list[str] | None = None
+    config: AlbertConfig,
+    task: str,
+    tokenizer=None,
+    label_names: list[str] | None = None,
+    num_labels: int = 0,
 ) -> dict:
-    """``config.json`` for Hugging Face (and keras-hub's transformers loader)."""
+    """``config.json`` for Hugging Face (and keras-hub's transformers loader).
+
+    A classifier's ``num_labels`` comes from its head; ``label_names`` (from
+    ``finetune.json``) name them when there are as many, else ``LABEL_i``.
+    """
     check_expressible(config)
     data = config.to_hf_dict()
     data.pop("share")
@@ -132,13 +145,22 @@ def hf_config(
         )
     if task == "classification":
         names = list(label_names or [])
-        if not names:  # a regression model: one score
-            data.update(id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0})
+        if len(names) != num_labels:
+            names = [f"LABEL_{i}" for i in range(num_labels)]
+        data["id2label"] = {str(i): name for i, name in enumerate(names)}
+        data["label2id"] = {name: i for i, name in enumerate(names)}
+        if num_labels == 1:  # one score: a regression model
             data["problem_type"] = "regression"
-        else:
-            data["id2label"] = {str(i): name for i, name in enumerate(names)}
-            data["label2id"] = {name: i for i, name in enumerate(names)}
     return data
+
+
+def check_hf_tokenizer(tokenizer) -> None:
+    """Raises when Hugging Face's tokenizer would give other ids than ``tokenizer``."""
+    if tokenizer.kind == "sentencepiece" and not tokenizer.split_digit_comma:
+        raise CheckpointError(
+            "this SentencePiece tokenizer does not split digits before commas, which "
+            "Hugging Face's AlbertTokenizer always does: the ids would differ"
+        )
 
 
 def write_hf_tokenizer(tokenizer, directory: str, max_length: int) -> list[str]:
@@ -152,12 +174,8 @@ def write_hf_tokenizer(tokenizer, directory: str, max_length: int) -> list[str]:
         "mask_token": vocab[tokenizer.mask_id],
     }
     settings = {"model_max_length": max_length, **specials}
+    check_hf_tokenizer(tokenizer)
     if tokenizer.kind == "sentencepiece":
-        if not tokenizer.split_digit_comma:
-            raise CheckpointError(
-                "this SentencePiece tokenizer does not split digits before commas, which "
-                "Hugging Face's AlbertTokenizer always does: the ids would differ"
-            )
         storage.write_bytes(os.path.join(directory, "spiece.model"), tokenizer._model_proto)
         settings.update(
             tokenizer_class="AlbertTokenizer",
@@ -198,12 +216,18 @@ def export_hf(model_dir: str, output_dir: str) -> dict:
     tokenizer_dir = os.path.join(model_dir, "tokenizer")
     tokenizer = load_tokenizer(tokenizer_dir) if storage.isdir(tokenizer_dir) else None
     label_names = read_finetune_settings(model_dir).get("label_names")
+    num_labels = (
+        int(arrays["classifier_head/dense/bias"].shape[0]) if task == "classification" else 0
+    )
+    # Everything that can be refused is checked before anything is written.
     state = hf_state_dict(config, arrays, task)
+    if tokenizer is not None:
+        check_hf_tokenizer(tokenizer)
     storage.makedirs(output_dir)
     write_safetensors(os.path.join(output_dir, "model.safetensors"), state)
     write_json_atomic(
         os.path.join(output_dir, "config.json"),
-        hf_config(config, task, tokenizer, label_names),
+        hf_config(config, task, tokenizer, label_names, num_labels),
         sort_keys=True,
     )
     files = ["config.json", "model.safetensors"]
@@ -220,9 +244,11 @@ def export_keras_hub(model_dir: str, output_dir: str) -> dict:
     ``AlbertTextClassifier`` with its preprocessor (``from_preset`` then takes raw
     strings), anything else an ``AlbertBackbone`` with its tokenizer.
 
-    keras-hub's ALBERT runs approximate GELU and a SentencePiece tokenizer only,
-    and its tokenizer does not lower-case: other activations and WordPiece
-    vocabularies are refused, naming the reason.
+    keras-hub's ALBERT runs approximate GELU, LayerNorm epsilon 1e-12 and a
+    SentencePiece tokenizer only: other activations, epsilons and WordPiece
+    vocabularies are refused, naming the reason. Its tokenizer runs the
+    SentencePiece model alone, without ALBERT's lower-casing, accent stripping
+    and digit-comma split (docs/moving_models.md).
     """
     import tempfile
 
@@ -235,6 +261,11 @@ def export_keras_hub(model_dir: str, output_dir: str) -> dict:
             f"hidden_act={config.hidden_act!r}: keras-hub's AlbertBackbone always runs "
             "approximate GELU ('gelu_new'), so this model would compute something else "
             "there; use --target=hf (transformers reads every activation)"
+        )
+    if config.layer_norm_eps != KERAS_HUB_LAYER_NORM_EPS:
+        raise CheckpointError(
+            f"layer_norm_eps={config.layer_norm_eps}: keras-hub's AlbertBackbone always "
+            f"uses {KERAS_HUB_LAYER_NORM_EPS}; use --target=hf"
         )
     from albert_tf.tokenizers import load_tokenizer
 
@@ -251,6 +282,18 @@ def export_keras_hub(model_dir: str, output_dir: str) -> dict:
         export_hf(model_dir, hf_dir)
         backbone = keras_hub.models.AlbertBackbone.from_preset(hf_dir)
         hub_tokenizer = keras_hub.models.AlbertTokenizer(proto=os.path.join(hf_dir, "spiece.model"))
+    # keras-hub writes presets with os and open(): a bucket gets a local copy moved up.
+    remote = storage.is_remote(output_dir)
+    local_dir = tempfile.mkdtemp(prefix="keras_hub_preset_") if remote else output_dir
+    written = _save_keras_hub(arrays, task, settings, config, backbone, hub_tokenizer, local_dir)
+    if remote:
+        storage.move_tree(local_dir, output_dir)
+    return written
+
+
+def _save_keras_hub(arrays, task, settings, config, backbone, hub_tokenizer, output_dir) -> dict:
+    import keras_hub
+
     if task == "classification":
         kernel = arrays["classifier_head/dense/kernel"]
         preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(

@@ -34,7 +34,7 @@ COMMANDS: dict[str, str] = {
     "finetune": "fine-tune for multiple choice or text classification",
     "export": "export a fine-tuned model as a raw-text SavedModel for TF Serving",
     "export_litert": "export a multiple-choice model as one raw-text on-device .tflite file",
-    "convert": "convert a Hugging Face or official TF1 checkpoint",
+    "convert": "convert a Hugging Face or TF1 checkpoint in, or a model out to HF / keras-hub",
     "params": "count parameters (the paper's Table 1 and the E x sharing grid)",
     "demo": "a 15-second look at ALBERT-base's parameters and one forward pass",
     "demo_models": "rebuild the Streamlit demo's Chinese and English models from scratch",

@@ -65,7 +65,7 @@ def main() -> None:
                 written = export_hf(FLAGS.input, FLAGS.output)
             else:
                 written = export_keras_hub(FLAGS.input, FLAGS.output)
-        except (CheckpointError, FileNotFoundError) as e:
+        except (CheckpointError, FileNotFoundError, ValueError) as e:
             raise UserError(str(e)) from None
         if FLAGS.target == "hf":
             print(

@@ -4,10 +4,12 @@ stops early, and the checkpoint exports with its fine-tuning settings."""
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import keras
 import tensorflow as tf
+from numerics import albert_budget, assert_normwise_close
 from testing_utils import tiny_config
 
 import albert_tf
@@ -138,4 +140,24 @@ def test_a_url_output_dir_gets_every_file_and_no_local_folder(mc_models, tmp_pat
     settings = json.loads(tf.io.gfile.GFile(f"{url}/best/finetune.json").read())
     assert settings["metrics"]["step"] == result["best_step"] == 2
     assert albert_tf.load_multiple_choice(f"{url}/best").config == model.config
+    # The export reads the URL checkpoint and writes a URL export_dir (gs:// for
+    # TF Serving on a cloud run); the served answer is the Keras model's.
+    from albert_tf.serving import export_saved_model
+
+    exported = export_saved_model(f"{url}/best", f"{url}/exported")
+    assert exported == f"{url}/exported/1"
+    assert tf.io.gfile.exists(f"{exported}/assets.extra/albert_tf.json")
+    assert not tf.io.gfile.exists(f"{url}/exported/.tmp-1-{os.getpid()}")
+    item = _items(1, 2)[0]
+    served = tf.saved_model.load(exported).signatures["serving_default"](
+        context=tf.constant([item.context]),
+        question=tf.constant([item.question]),
+        options=tf.constant([item.options]),
+    )
+    (encoded,) = trainer.encode([item])
+    want = tf.nn.softmax(trainer.logits({k: v[None] for k, v in encoded.items() if k != "label"}))
+    # Fused training kernels against the export's stock ops: float32 rounding apart.
+    assert_normwise_close(
+        served["probabilities"], want, rtol=albert_budget(model.config, 32), what="served"
+    )
     assert list(tmp_path.iterdir()) == []

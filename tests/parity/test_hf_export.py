@@ -247,6 +247,8 @@ def test_a_classifier_leaves_as_a_keras_hub_preset_that_reads_raw_text(prepared,
 
 def test_task_heads_leave_as_hugging_face_task_classes(tmp_path):
     """A Chinese WordPiece classifier with label names, and a multiple-choice scorer."""
+    from albert_tf.checkpoints.hf_export import export_hf
+
     chars = list(dict.fromkeys("算法组的成员们精通各种研究和落地他们主要负责大熊猫你吃饭了吗"))
     vocab_file = tmp_path / "vocab.txt"
     vocab_file.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars]) + "\n")
@@ -269,6 +271,14 @@ def test_task_heads_leave_as_hugging_face_task_classes(tmp_path):
     with torch.no_grad():
         logits = hf.eval()(**torch_inputs(batch)).logits.numpy()
     assert_normwise_close(classifier(batch), logits, rtol=budget, what="classifier logits")
+    # Back in, the label names come along; without them the head's width decides.
+    convert("hf", str(tmp_path / "clf_hf"), str(tmp_path / "clf_back"))
+    back_settings = json.loads((tmp_path / "clf_back" / SETTINGS_FILE).read_text())
+    assert back_settings["label_names"] == labels
+    (tmp_path / "clf" / SETTINGS_FILE).unlink()
+    export_hf(str(tmp_path / "clf"), str(tmp_path / "clf_unnamed"))
+    unnamed = transformers.AlbertForSequenceClassification.from_pretrained(tmp_path / "clf_unnamed")
+    assert unnamed.config.num_labels == 3 and unnamed.config.id2label[2] == "LABEL_2"
     text = "算法组的成员们精通各种AI算法, 他们主要负责研究."
     bert = transformers.BertTokenizer.from_pretrained(tmp_path / "clf_hf")
     assert (
@@ -282,8 +292,6 @@ def test_task_heads_leave_as_hugging_face_task_classes(tmp_path):
     scorer(choices)
     _randomize(scorer, seed=4)
     save_model(scorer, tmp_path / "mc", tokenizer=tokenizer)
-    from albert_tf.checkpoints.hf_export import export_hf
-
     assert export_hf(str(tmp_path / "mc"), str(tmp_path / "mc_hf"))["architecture"] == (
         "AlbertForMultipleChoice"
     )
