@@ -25,7 +25,6 @@ import os
 import time
 from collections.abc import Sequence
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -37,7 +36,7 @@ from albert_tf.data.multiple_choice import (
     multiple_choice_batches,
 )
 from albert_tf.storage import write_json_atomic
-from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
+from albert_tf.training.optimization import build_optimizer
 from albert_tf.training.steps import (
     MAX_CONSECUTIVE_NONFINITE_STEPS,
     TrainingSteps,
@@ -258,19 +257,15 @@ class FineTuningTrainer:
     def build_steps(self, total_steps: int) -> TaskSteps:
         """The optimizer ``fit`` uses for ``total_steps`` steps (AdamW or LAMB, warm-up
         and linear decay; loss scaling under float16) and its compiled steps."""
-        schedule = WarmupPolynomialDecay(
-            self.learning_rate,
-            total_steps=total_steps,
-            warmup_steps=int(self.warmup_proportion * total_steps),
-        )
         with self.strategy.scope():
-            optimizer = AlbertOptimizer(
-                learning_rate=schedule,
+            optimizer = build_optimizer(
+                self.learning_rate,
+                total_steps,
+                int(self.warmup_proportion * total_steps),
                 weight_decay_rate=self.weight_decay_rate,
-                layer_adaptation=self.optimizer_name == "lamb",
+                optimizer=self.optimizer_name,
+                precision=self.precision,
             )
-            if self.precision == "float16":
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             return TaskSteps(
                 self,
                 optimizer,

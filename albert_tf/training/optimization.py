@@ -181,3 +181,28 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
             end=self.end,
             power=self.power,
         )
+
+
+def build_optimizer(
+    learning_rate: float,
+    total_steps: int,
+    warmup_steps: int,
+    *,
+    weight_decay_rate: float,
+    optimizer: str,
+    precision: str,
+) -> keras.optimizers.Optimizer:
+    """LAMB (``optimizer="lamb"``) or AdamW with linear warm-up and polynomial decay;
+    float16 wraps it in dynamic loss scaling. Every training loop builds its optimizer
+    here. Call it under the strategy's scope."""
+    schedule = WarmupPolynomialDecay(
+        learning_rate, total_steps=total_steps, warmup_steps=warmup_steps
+    )
+    built = AlbertOptimizer(
+        learning_rate=schedule,
+        weight_decay_rate=weight_decay_rate,
+        layer_adaptation=optimizer == "lamb",
+    )
+    if precision == "float16":
+        return keras.optimizers.LossScaleOptimizer(built)
+    return built

@@ -32,11 +32,11 @@ from albert_tf import storage
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
+from albert_tf.training import optimization
 from albert_tf.training.devices import Devices, auto_jit_compile, setup_line
 from albert_tf.training.evaluation import sum_over_batches, with_standard_errors
 from albert_tf.training.losses import summarize
 from albert_tf.training.metrics_log import MetricsLog
-from albert_tf.training.optimization import AlbertOptimizer, WarmupPolynomialDecay
 from albert_tf.training.precision import dtype_policy, resolve_precision
 from albert_tf.training.pretraining import checkpoint_layout, run_record
 from albert_tf.training.pretraining.faults import FaultInjection, Faults
@@ -94,17 +94,14 @@ def build_model(config: AlbertConfig, options: PretrainingOptions) -> AlbertPret
 def build_optimizer(options: PretrainingOptions) -> keras.optimizers.Optimizer:
     """LAMB (or AdamW) with warm-up and polynomial decay; float16 wraps it in loss
     scaling. Call it under the strategy's scope."""
-    schedule = WarmupPolynomialDecay(
-        options.learning_rate, options.num_train_steps, options.num_warmup_steps
-    )
-    optimizer = AlbertOptimizer(
-        learning_rate=schedule,
+    return optimization.build_optimizer(
+        options.learning_rate,
+        options.num_train_steps,
+        options.num_warmup_steps,
         weight_decay_rate=options.weight_decay_rate,
-        layer_adaptation=options.optimizer == "lamb",
+        optimizer=options.optimizer,
+        precision=options.precision,
     )
-    if options.precision == "float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    return optimizer
 
 
 def build_inputs(options: PretrainingOptions, num_replicas: int = 1) -> tf.data.Dataset:
