@@ -13,8 +13,6 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
-from albert_tf import kernels
-
 _SQRT_2_OVER_PI = 0.7978845608028654
 _CUBIC = 0.044715
 # tanh(√(2/π)·(10 + 0.044715·10³)) = tanh(43.6) is 1 to far below float64's epsilon.
@@ -52,13 +50,11 @@ def gelu_new(x):
     >>> bool(np.allclose(gelu_new(x), ref, atol=1e-6))
     True
 
-    Inside `albert_tf.kernels.fused()` (the trainers' steps) on CPU, one fused
-    kernel computes it and another its gradient.
+    Stock ops, with a hand-written gradient; in an `AlbertDense` under the
+    ``fused_cpu`` implementation one fused kernel computes it and another its
+    gradient instead.
     """
-    x = tf.convert_to_tensor(x)
-    if kernels.supports(x):
-        return kernels.gelu_tanh(x)
-    return _gelu_tanh(x)
+    return _gelu_tanh(tf.convert_to_tensor(x))
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

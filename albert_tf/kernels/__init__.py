@@ -7,19 +7,19 @@ mask + float32 softmax + casts and its head transposes with one kernel each
 way, computing in float32 and rounding once. ``bench/README.md`` has what
 they buy.
 
-They are used only inside `fused()`, which the trainers enter; a model you
-build and call yourself runs stock TensorFlow ops, so what you save with
-``tf.saved_model.save`` loads in TF Serving and anywhere else without this
-package. Inside `fused()` they are still skipped (stock ops run instead) when
-a GPU or TPU is present, for dtypes other than float32/bfloat16, or when the
+They run where a model's implementation is ``fused_cpu``
+(`albert_tf.layers.implementations`), which the trainers choose on CPU; a
+model you build and call yourself runs stock ops, and the exports use the
+``serving`` implementation, so what is saved loads in TF Serving and anywhere
+else without this package. Under ``fused_cpu`` stock ops still run for dtypes
+other than float32/bfloat16, when a GPU or TPU is present, or when the
 kernels cannot be built here (no C++ compiler: a warning says so once).
 
 Example:
     >>> import numpy as np
     >>> from albert_tf import kernels
     >>> x = np.linspace(-3, 3, 7).astype("float32")
-    >>> with kernels.fused():
-    ...     y = kernels.gelu_tanh(x) if kernels.active() else None
+    >>> y = kernels.gelu_tanh(x) if kernels.available() else None
     >>> y is None or bool(np.allclose(y, 0.5 * x * (1 + np.tanh(
     ...     np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))), atol=1e-6))
     True
@@ -27,10 +27,8 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Iterator
 from types import ModuleType
 
 import tensorflow as tf
@@ -39,9 +37,7 @@ from albert_tf.kernels.build import KernelBuildError, build
 
 __all__ = [
     "KernelBuildError",
-    "active",
     "available",
-    "fused",
     "gelu_tanh",
     "layer_norm",
     "load",
@@ -57,9 +53,6 @@ _DTYPES = (tf.float32, tf.bfloat16)
 _lock = threading.Lock()
 _library: ModuleType | None = None
 _error: str | None = None
-# Process-wide, not thread-local: MirroredStrategy traces each replica's step
-# in a thread of its own. The innermost `fused()` block decides.
-_fused_stack: list[bool] = []
 
 
 def load() -> ModuleType:
@@ -93,29 +86,15 @@ def available() -> bool:
         return False
 
 
-@contextlib.contextmanager
-def fused(enabled: bool = True) -> Iterator[None]:
-    """Within this block, layers traced on CPU use the fused kernels (or,
-    with ``enabled=False``, do not, whatever an outer block said)."""
-    _fused_stack.append(bool(enabled))
-    try:
-        yield
-    finally:
-        _fused_stack.pop()
-
-
-def active() -> bool:
-    """Whether a layer traced now should use the fused kernels."""
-    if not _fused_stack or not _fused_stack[-1]:
+def supports(x: tf.Tensor) -> bool:
+    """Whether a layer traced now can run ``x`` through the fused kernels: a
+    float32 or bfloat16 tensor, kernels that load, and no GPU or TPU (they are
+    CPU kernels; a model there runs stock ops whatever its implementation)."""
+    if x.dtype not in _DTYPES:
         return False
     if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
         return False
     return available()
-
-
-def supports(x: tf.Tensor) -> bool:
-    """Whether a layer traced now should run ``x`` through the fused kernels."""
-    return active() and x.dtype in _DTYPES
 
 
 def gelu_tanh(x) -> tf.Tensor:

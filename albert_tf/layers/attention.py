@@ -9,6 +9,7 @@ import tensorflow as tf
 from keras import ops
 
 from albert_tf import kernels
+from albert_tf.layers.implementations import STOCK, Implementation
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -29,9 +30,11 @@ class AlbertAttention(keras.layers.MultiHeadAttention):
       with no broadcasting; softmax runs in float32 (as autocast does), so
       bfloat16 scores cannot overflow the masked entries.
     * The output projection is one [B·S, H] × [H, H] matmul.
-    * At ``training=False`` the query is scaled and the mask added as 0 / -1e9,
-      which oneDNN runs inside the score matmul; training folds the scale
-      into the weights and masks with ``where``.
+    * Where 1/√head_dim goes and how the mask applies is the layer's
+      ``implementation`` (`albert_tf.layers.implementations`): folded into the
+      weights with a ``where`` mask (training, XLA, the fused CPU kernels), or
+      on the query with a 0 / -1e9 mask added, which oneDNN runs inside the
+      score matmul (inference, serving).
 
     Anything else (cross-attention, a separate key, attention scores
     requested, causal masks, value_dim or output_shape set) goes through the
@@ -51,6 +54,9 @@ class AlbertAttention(keras.layers.MultiHeadAttention):
     #: callables ``x → x @ kernel + bias`` replacing the two projections
     #: (`albert_tf.serving.precision.replace_projections` sets it); else None.
     serving_projections = None
+
+    #: How this layer computes; set for a whole model by `set_implementation`.
+    implementation: Implementation = STOCK
 
     def call(
         self,
@@ -139,17 +145,18 @@ class AlbertAttention(keras.layers.MultiHeadAttention):
         dtype = self.compute_dtype
         serving = self.serving_projections is not None
         fused_kernels = (
-            not serving
+            self.implementation.fused_kernels
+            and not serving
             and attention_mask is not None
             and len(attention_mask.shape) == 3
             and kernels.supports(x)
         )
-        # Training folds 1/√head_dim into the query's weights: no [B, heads, S, D]
-        # multiply to differentiate. Inference (training=False, as the serving
-        # export and evaluation call it) applies it to the query instead: oneDNN
-        # runs that multiply and the additive mask inside the score matmul
-        # (_MklFusedBatchMatMulV2), faster than folding and masking apart.
-        fold_scale = fused_kernels or (training is not False and not serving)
+        # The training form folds 1/√head_dim into the query's weights: no
+        # [B, heads, S, D] multiply to differentiate. The inference form applies
+        # it to the query instead: oneDNN runs that multiply and the additive mask
+        # inside the score matmul (_MklFusedBatchMatMulV2), faster than folding and
+        # masking apart. Serving projections are made from the unscaled weights.
+        fold_scale = fused_kernels or not (serving or self.implementation.scales_query(training))
         if serving:  # made from qkv_weights(fold_scale=False)
             qkv = self.serving_projections["qkv"](ops.reshape(x, (-1, hidden)))
         else:

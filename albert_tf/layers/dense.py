@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import keras
+from keras import ops
+
+from albert_tf import kernels
+from albert_tf.activations import gelu_new
+from albert_tf.layers.implementations import STOCK, Implementation
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -27,8 +32,19 @@ class AlbertDense(keras.layers.Dense):
     #: A callable ``x → x @ kernel + bias`` in a serving model; None otherwise.
     serving_projection = None
 
+    #: How this layer computes; set for a whole model by `set_implementation`.
+    implementation: Implementation = STOCK
+
     def call(self, inputs, training=None):
-        if self.serving_projection is None:
+        fused_gelu = self.implementation.fused_kernels and self.activation is gelu_new
+        if self.serving_projection is None and not fused_gelu:
             return super().call(inputs, training=training)
-        outputs = self.serving_projection(inputs)
+        if self.serving_projection is not None:
+            outputs = self.serving_projection(inputs)
+        else:
+            outputs = ops.matmul(inputs, self.kernel)
+            if self.bias is not None:
+                outputs = ops.add(outputs, self.bias)
+        if fused_gelu and kernels.supports(outputs):
+            return kernels.gelu_tanh(outputs)  # one kernel each way, not ~18 ops
         return self.activation(outputs) if self.activation is not None else outputs

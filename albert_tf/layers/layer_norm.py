@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras import ops
 
 from albert_tf import kernels
+from albert_tf.layers.implementations import STOCK, Implementation
 
 # The epsilon oneDNN's fused LayerNorm uses for the pattern `freeze` emits: TensorFlow's
 # remapper (`FindMklLayerNorm`) does not read the pattern's epsilon constant there, it
@@ -20,14 +21,14 @@ _FUSED_EPSILON = 1e-3
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertLayerNormalization(keras.layers.LayerNormalization):
-    """`keras.layers.LayerNormalization`, fused inside `albert_tf.kernels.fused()`.
+    """`keras.layers.LayerNormalization`, one kernel each way under ``fused_cpu``.
 
     Same weights (``gamma``, ``beta``), config and results as the parent; the
     normalisation over the last axis with scale and offset, which is every
     LayerNorm in ALBERT, runs as one kernel each way (`albert_tf.kernels`)
-    when a trainer asks for it. After `freeze` (the serving export) it runs
-    as one oneDNN op in the exported graph. Any other setting, or outside a
-    trainer's step, runs the parent's code.
+    under the ``fused_cpu`` implementation, which the trainers choose on CPU.
+    After `freeze` (the serving export) it runs as one oneDNN op in the
+    exported graph. Otherwise it runs the parent's code.
 
     Example:
         >>> import numpy as np
@@ -43,6 +44,9 @@ class AlbertLayerNormalization(keras.layers.LayerNormalization):
 
     #: ``(gamma, beta)`` as numpy arrays after `freeze`; None before.
     frozen = None
+
+    #: How this layer computes; set for a whole model by `set_implementation`.
+    implementation: Implementation = STOCK
 
     def freeze(self) -> None:
         """Traces from now on compute with today's ``gamma`` and ``beta`` as constants.
@@ -74,6 +78,7 @@ class AlbertLayerNormalization(keras.layers.LayerNormalization):
             and self.center
             and self.scale
             and not self.rms_scaling
+            and self.implementation.fused_kernels
             and kernels.supports(inputs)
         ):
             outputs = kernels.layer_norm(inputs, self.gamma, self.beta, self.epsilon)

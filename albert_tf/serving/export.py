@@ -22,9 +22,10 @@ import warnings
 
 import tensorflow as tf
 
-from albert_tf import kernels, storage
+from albert_tf import storage
 from albert_tf.checkpoints.saved_format import read_finetune_settings
 from albert_tf.hardware import cpu_flags
+from albert_tf.layers.implementations import set_implementation
 from albert_tf.serving import length_buckets
 from albert_tf.serving.multiple_choice_module import LIMITS, MultipleChoiceServingModule
 from albert_tf.serving.precision import (
@@ -156,6 +157,8 @@ def export_saved_model(
     task = settings.get("task", "multiple_choice")
     loader = load_text_classifier if task == "classification" else load_multiple_choice
     model, _, blocks = load_for_serving(loader, checkpoint_dir, serving_precision)
+    # Stock ops in the form oneDNN fuses: TF Serving has no albert_tf kernels.
+    set_implementation(model, "serving")
     warning = precision_warning(serving_precision)
     if warning:
         warnings.warn(f"--serving_precision={serving_precision}: {warning}", stacklevel=2)
@@ -195,18 +198,15 @@ def export_saved_model(
     storage.makedirs(export_dir)
     tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
     storage.rmtree(tmp, ignore_errors=True)
-    # Stock ops only, even inside a trainer's fused() block: TF Serving has
-    # no albert_tf kernels.
-    with kernels.fused(False):
-        root, signatures = signature_root(
-            module,
-            {
-                "serving_default": module.serving_default,
-                "score_ids": module.score_ids,
-                "tokenize": module.tokenize,
-            },
-        )
-        tf.saved_model.save(root, tmp, signatures=signatures)
+    root, signatures = signature_root(
+        module,
+        {
+            "serving_default": module.serving_default,
+            "score_ids": module.score_ids,
+            "tokenize": module.tokenize,
+        },
+    )
+    tf.saved_model.save(root, tmp, signatures=signatures)
     extra = os.path.join(tmp, "assets.extra")
     tokenizer.save(os.path.join(extra, "tokenizer"))
     metadata = {

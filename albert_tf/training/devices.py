@@ -32,6 +32,7 @@ import dataclasses
 import tensorflow as tf
 
 from albert_tf.hardware import cpu_flags, nvidia_device_present
+from albert_tf.layers.implementations import choose_implementation
 
 #: Compute capability from which a GPU has native bfloat16 (Ampere, A100 = 8.0).
 BFLOAT16_COMPUTE_CAPABILITY = (8, 0)
@@ -120,16 +121,18 @@ def setup_line(
 ) -> str:
     """The start-up line of a training command: what was found, what was chosen.
 
-    >>> setup_line(Devices(), tf.distribute.get_strategy(), "float32", False, True)
+    >>> setup_line(Devices(), tf.distribute.get_strategy(), "float32", True, True)
     'devices: CPU only (no GPU or TPU found); strategy _DefaultDistributionStrategy with \
-1 replica(s); precision float32; XLA off; fused CPU kernels on'
+1 replica(s); precision float32; XLA on; layers xla'
     """
-    fused = fused_kernels and not jit_compile and not devices.accelerator
+    layers = choose_implementation(
+        accelerator=devices.accelerator, jit_compile=jit_compile, fused_kernels=fused_kernels
+    )
     return (
         f"devices: {devices.describe()}; strategy {type(strategy).__name__} "
         f"with {strategy.num_replicas_in_sync} replica(s); precision {precision}; "
         f"XLA {'on' if jit_compile else 'off'}; "
-        f"fused CPU kernels {'on' if fused else 'off'}"
+        f"layers {layers}"
     )
 
 

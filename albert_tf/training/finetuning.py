@@ -28,14 +28,16 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import kernels, storage
+from albert_tf import storage
 from albert_tf.checkpoints.saved_format import SETTINGS_FILE, save_model
 from albert_tf.data.multiple_choice import (
     MultipleChoiceExample,
     encode_multiple_choice,
     multiple_choice_batches,
 )
+from albert_tf.layers.implementations import choose_implementation, set_implementation
 from albert_tf.storage import write_json_atomic
+from albert_tf.training.devices import Devices
 from albert_tf.training.optimization import build_optimizer
 from albert_tf.training.steps import (
     MAX_CONSECUTIVE_NONFINITE_STEPS,
@@ -102,9 +104,10 @@ class FineTuningTrainer:
         seed: shuffling seed.
         progress: show a progress bar.
         language: stored in ``finetune.json`` (the exporter and the app show it).
-        fused_kernels: on CPU, run GELU, LayerNorm, attention's masked softmax
-            and its head split/merge as fused kernels in its steps
-            (`albert_tf.kernels`); saved models are unaffected.
+        fused_kernels: on CPU without XLA, give the model the ``fused_cpu``
+            implementation (`albert_tf.layers.implementations`): GELU, LayerNorm,
+            attention's masked softmax and head split/merge as fused kernels;
+            exports use the ``serving`` one whatever this says.
         strategy: the `tf.distribute` strategy (default: the current one).
         gradient_accumulation_steps: micro-batches of ``batch_size / k`` items
             per optimizer step, for batches that do not fit at once.
@@ -201,6 +204,13 @@ class FineTuningTrainer:
         self.eval_every, self.patience, self.seed = eval_every, patience, seed
         self.progress, self.language = progress, language
         self.fused_kernels = fused_kernels
+        #: The model's implementation, chosen here once for what trains it.
+        self.implementation = choose_implementation(
+            accelerator=Devices.detect(self.strategy).accelerator,
+            jit_compile=jit_compile,
+            fused_kernels=fused_kernels,
+        )
+        set_implementation(model, self.implementation)
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.jit_compile, self.steps_per_loop = jit_compile, steps_per_loop
         self.max_consecutive_nonfinite_steps = max_consecutive_nonfinite_steps
@@ -247,8 +257,7 @@ class FineTuningTrainer:
         return list(data)
 
     def _logits(self, features, training=False):
-        with kernels.fused(self.fused_kernels):
-            return tf.cast(self.model(features, training=training), tf.float32)
+        return tf.cast(self.model(features, training=training), tf.float32)
 
     def logits(self, features: dict) -> tf.Tensor:
         """The model's float32 logits of one batch, split over the strategy's replicas."""
@@ -272,7 +281,6 @@ class FineTuningTrainer:
                 clip_norm=1.0,  # as the official optimizer
                 gradient_accumulation_steps=self.gradient_accumulation_steps,
                 jit_compile=self.jit_compile,
-                fused_kernels=self.fused_kernels,
                 max_consecutive_nonfinite_steps=self.max_consecutive_nonfinite_steps,
             )
 

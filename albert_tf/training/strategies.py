@@ -101,10 +101,15 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
 
 
 def worker_index(strategy: tf.distribute.Strategy) -> int:
+    """This process's place among the workers, 0 to `num_workers` - 1, in the order
+    of their replicas: a chief task first, then the workers by task id."""
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return 0
-    return int(resolver.task_id or 0)
+    task_id = int(resolver.task_id or 0)
+    if resolver.task_type == "chief":
+        return 0
+    return task_id + 1 if "chief" in _cluster(resolver) else task_id
 
 
 def num_workers(strategy: tf.distribute.Strategy) -> int:

@@ -18,6 +18,8 @@ from numerics import assert_normwise_close, float32_budget
 
 from albert_tf import kernels
 from albert_tf.activations import gelu_new
+from albert_tf.layers.dense import AlbertDense
+from albert_tf.layers.implementations import set_implementation
 from albert_tf.layers.layer_norm import AlbertLayerNormalization
 
 # A float32 LayerNorm: the mean, the variance and the scaling, over at most 24 values.
@@ -56,14 +58,10 @@ def test_kernels_build_and_load_here():
     assert kernels.available()
 
 
-def test_fused_scope_nests_and_can_switch_off():
-    assert not kernels.active()
-    with kernels.fused():
-        assert kernels.active()
-        with kernels.fused(False):
-            assert not kernels.active()
-        assert kernels.active()
-    assert not kernels.active()
+def test_kernels_take_float32_and_bfloat16_only():
+    assert kernels.supports(tf.zeros([2], tf.float32))
+    assert kernels.supports(tf.zeros([2], tf.bfloat16))
+    assert not kernels.supports(tf.zeros([2], tf.float16))
 
 
 def test_gelu_float32_value_and_gradient():
@@ -129,10 +127,12 @@ def test_layer_norm_honours_epsilon():
         assert_normwise_close(got, want, rtol=LAYER_NORM_BUDGET, what=f"epsilon {epsilon}")
 
 
-def test_layers_switch_to_the_kernels_only_inside_fused():
+def test_layers_use_the_kernels_only_under_fused_cpu():
     layer = AlbertLayerNormalization(epsilon=1e-12)
+    dense = AlbertDense(24, activation=gelu_new)
     x = tf.constant(np.random.RandomState(5).randn(2, 5, 24).astype("float32"))
     layer.build(x.shape)
+    dense.build(x.shape)
     layer.gamma.assign(np.linspace(0.5, 1.5, 24))
 
     def op_types(fn):
@@ -140,28 +140,38 @@ def test_layers_switch_to_the_kernels_only_inside_fused():
         return {op.type for op in graph.get_operations()}
 
     assert "AlbertLayerNorm" not in op_types(layer)
-    assert "AlbertGeluTanh" not in op_types(gelu_new)
-    with kernels.fused():
-        assert "AlbertLayerNorm" in op_types(layer)
-        assert "AlbertGeluTanh" in op_types(gelu_new)
-        fused_y = layer(x)
-    assert_normwise_close(fused_y, layer(x), rtol=LAYER_NORM_BUDGET)
-    assert keras.layers.deserialize(keras.layers.serialize(layer)).epsilon == 1e-12
+    assert "AlbertGeluTanh" not in op_types(dense)
+    stock_y, stock_h = layer(x), dense(x)
+    for each in (layer, dense):
+        set_implementation(each, "fused_cpu")
+    assert "AlbertLayerNorm" in op_types(layer)
+    assert "AlbertGeluTanh" in op_types(dense)
+    assert_normwise_close(layer(x), stock_y, rtol=LAYER_NORM_BUDGET)
+    # One matmul over 24 values, then GELU (a few roundings) on both sides.
+    assert_normwise_close(dense(x), stock_h, rtol=float32_budget(depth=4, width=24))
+    # The implementation is how it runs, not what it is: no part of its config.
+    copy = keras.layers.deserialize(keras.layers.serialize(layer))
+    assert copy.epsilon == 1e-12 and copy.implementation.name == "stock"
 
 
 def test_missing_compiler_falls_back_to_stock_ops(tmp_path):
     # A fresh process with an empty cache and no compiler: a warning names the
-    # problem, and fused() blocks run the stock ops with the same results.
+    # problem, trainers choose the stock ops, and a model told to use the kernels
+    # runs the stock ops with the same results.
     code = textwrap.dedent(
         """
         import logging, numpy as np, tensorflow as tf
         logging.basicConfig(level=logging.WARNING)
         from albert_tf import kernels
         from albert_tf.activations import gelu_new
-        x = tf.constant(np.linspace(-3, 3, 7), tf.float32)
-        with kernels.fused():
-            assert not kernels.active()
-            y = gelu_new(x)
+        from albert_tf.layers.dense import AlbertDense
+        from albert_tf.layers.implementations import choose_implementation, set_implementation
+        assert choose_implementation(
+            accelerator=False, jit_compile=False, fused_kernels=True) == "stock"
+        x = tf.constant(np.linspace(-3, 3, 7)[None], tf.float32)
+        dense = AlbertDense(7, activation=gelu_new, kernel_initializer="identity")
+        set_implementation(dense, "fused_cpu")
+        y = dense(x)
         ref = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
         assert np.allclose(y, ref, atol=1e-6)
         try:
@@ -262,10 +272,10 @@ def test_attention_layer_fused_matches_stock(dtype_policy):
         return y, tape.gradient(loss, [x, *layer.trainable_variables])
 
     stock_y, stock_grads = tf.function(run)()
-    with kernels.fused():
-        fused_fn = tf.function(run)
-        ops = {op.type for op in fused_fn.get_concrete_function().graph.get_operations()}
-        fused_y, fused_grads = fused_fn()
+    set_implementation(layer, "fused_cpu")
+    fused_fn = tf.function(run)
+    ops = {op.type for op in fused_fn.get_concrete_function().graph.get_operations()}
+    fused_y, fused_grads = fused_fn()
     assert {"AlbertMaskedSoftmax", "AlbertSplitHeads", "AlbertMergeHeads"} <= ops
     tol = 1e-5 if dtype_policy == "float32" else 3e-2
     np.testing.assert_allclose(fused_y, stock_y, atol=tol * np.abs(stock_y).max())

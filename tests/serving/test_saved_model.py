@@ -282,16 +282,17 @@ def test_export_layout_versions_and_errors(mc_models, tmp_path):
         )
 
 
-def test_export_inside_a_fused_block_keeps_stock_ops(mc_models, tmp_path):
-    # TF Serving has no albert_tf kernels: an export made in the same process
-    # as a training run (whose steps use them) must not contain them.
+def test_export_has_only_stock_ops(mc_models, tmp_path):
+    # TF Serving has no albert_tf kernels: an export made where the trainers
+    # choose them (this CPU builds them) must not contain them.
     from tensorflow.core.protobuf import saved_model_pb2
 
-    from albert_tf import kernels
+    from albert_tf.layers.implementations import choose_implementation
 
-    with kernels.fused():
-        assert kernels.active()
-        export_saved_model(mc_models["en"]["model"], tmp_path / "export", version=1)
+    assert choose_implementation(accelerator=False, jit_compile=False, fused_kernels=True) == (
+        "fused_cpu"
+    )
+    export_saved_model(mc_models["en"]["model"], tmp_path / "export", version=1)
     proto = saved_model_pb2.SavedModel()
     proto.ParseFromString((tmp_path / "export" / "1" / "saved_model.pb").read_bytes())
     graph = proto.meta_graphs[0].graph_def

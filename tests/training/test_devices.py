@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 from training_utils import tiny_albert, tiny_options
 
+from albert_tf.layers.implementations import model_implementation
 from albert_tf.training import devices as devices_module
 from albert_tf.training.devices import (
     Devices,
@@ -105,8 +106,31 @@ def test_the_trainer_takes_the_defaults_of_the_devices_and_says_so(
     assert trainer.model.backbone.dtype_policy.name == "mixed_bfloat16"
     assert trainer.describe() == (
         "devices: 2 GPU(s), compute capability 8.0; strategy _DefaultDistributionStrategy "
-        "with 1 replica(s); precision bfloat16; XLA on; fused CPU kernels off"
+        "with 1 replica(s); precision bfloat16; XLA on; layers xla"
     )
+    assert model_implementation(trainer.model) == trainer.implementation == "xla"
+
+
+def test_fine_tuning_on_a_faked_gpu_gives_the_model_stock_ops(
+    monkeypatch, tmp_path, prepared, vocab
+):
+    # The CPU kernels are no choice on a GPU machine; exports aside, the model
+    # holds what its trainer chose.
+    from albert_tf.models.text_classifier_model import AlbertTextClassifier
+    from albert_tf.tokenizers import load_tokenizer
+    from albert_tf.training.classification import ClassificationTrainer
+
+    model = AlbertTextClassifier.from_albert_config(tiny_albert(vocab), num_labels=2)
+    ampere = Devices(gpus=(A100,), cpu_flags=AVX2)
+    monkeypatch.setattr(devices_module.Devices, "detect", classmethod(lambda cls, s=None: ampere))
+    trainer = ClassificationTrainer(
+        model,
+        load_tokenizer(prepared.tokenizer_dir),
+        output_dir=tmp_path,
+        label_names=["a", "b"],
+        max_seq_length=32,
+    )
+    assert trainer.implementation == model_implementation(model) == "stock"
 
 
 def test_xla_may_be_switched_when_resuming(tmp_path, prepared, vocab):

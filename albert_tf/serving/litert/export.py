@@ -7,7 +7,7 @@ import tempfile
 
 import tensorflow as tf
 
-from albert_tf import kernels
+from albert_tf.layers.implementations import set_implementation
 from albert_tf.serving.export import (
     DEFAULT_MAX_QA_LENGTH,
     default_max_seq_length,
@@ -93,7 +93,8 @@ def export_litert(
     )
     # Stock ops only: LiteRT has no albert_tf kernels. The weights are frozen
     # into constants, which XNNPACK needs and int8 quantisation acts on.
-    with tempfile.TemporaryDirectory() as tmp, kernels.fused(False):
+    set_implementation(model, "serving")
+    with tempfile.TemporaryDirectory() as tmp:
         frozen = tf.Module()
         for name in ("serving_default", "tokenize"):
             setattr(frozen, name, _frozen(getattr(module, name)))

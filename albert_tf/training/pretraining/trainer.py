@@ -31,6 +31,11 @@ from tqdm import tqdm
 from albert_tf import storage
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
+from albert_tf.layers.implementations import (
+    choose_implementation,
+    model_implementation,
+    set_implementation,
+)
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
 from albert_tf.training import optimization
 from albert_tf.training.devices import Devices, auto_jit_compile, setup_line
@@ -85,10 +90,21 @@ def data_service_job_name(options: PretrainingOptions) -> str:
     return f"albert_tf_pretrain_{digest}"
 
 
-def build_model(config: AlbertConfig, options: PretrainingOptions) -> AlbertPretrainingModel:
-    """The model a run trains, in the run's (resolved) precision. Call it under the
-    strategy's scope."""
-    return AlbertPretrainingModel.from_albert_config(config, dtype=dtype_policy(options.precision))
+def build_model(
+    config: AlbertConfig, options: PretrainingOptions, devices: Devices | None = None
+) -> AlbertPretrainingModel:
+    """The model a run trains, in the run's (resolved) precision, with the layers'
+    implementation chosen for ``devices`` (default: this process's) and the run's
+    XLA and fused-kernel options. Call it under the strategy's scope."""
+    model = AlbertPretrainingModel.from_albert_config(config, dtype=dtype_policy(options.precision))
+    devices = devices or Devices.detect()
+    name = choose_implementation(
+        accelerator=devices.accelerator,
+        jit_compile=bool(options.jit_compile),
+        fused_kernels=options.fused_kernels,
+    )
+    set_implementation(model, name)
+    return model
 
 
 def build_optimizer(options: PretrainingOptions) -> keras.optimizers.Optimizer:
@@ -104,9 +120,14 @@ def build_optimizer(options: PretrainingOptions) -> keras.optimizers.Optimizer:
     )
 
 
-def build_inputs(options: PretrainingOptions, num_replicas: int = 1) -> tf.data.Dataset:
+def build_inputs(
+    options: PretrainingOptions,
+    num_replicas: int = 1,
+    worker_rows: tuple[int, int] | None = None,
+) -> tf.data.Dataset:
     """The run's masked global batches (features, labels), each a multiple of
-    ``num_replicas`` examples."""
+    ``num_replicas`` examples; with ``worker_rows`` ``(num_workers, index)``,
+    this worker's rows of each."""
     return pretraining_dataset(
         options.train_files,
         batch_size=options.micro_batch_size,
@@ -115,6 +136,7 @@ def build_inputs(options: PretrainingOptions, num_replicas: int = 1) -> tf.data.
         seed=options.seed,
         tokens_per_batch=options.micro_batch_tokens,
         batch_size_multiple=num_replicas,
+        worker_rows=worker_rows,
         data_service=options.data_service,
         data_service_mode=options.data_service_mode,
         job_name=data_service_job_name(options) if options.data_service else None,
@@ -180,15 +202,20 @@ class PretrainingTrainer:
         keras.utils.set_random_seed(options.seed)
 
         with self.strategy.scope():
-            self.model = build_model(config, options)
+            self.model = build_model(config, options, self.devices)
+            #: The model's implementation, chosen once for this run's devices and XLA.
+            self.implementation = model_implementation(self.model)
             self.optimizer = build_optimizer(options)
             self.steps = PretrainingSteps(self.model, self.optimizer, self.strategy, options)
             self.hooks.install(self.steps)
-        # A plain iterator over global batches: checkpointable (a
-        # DistributedIterator is not), and identical on every worker, so the
-        # chief's saved position is right for all of them. With a tf.data
-        # service the global batches come from the service, one per request.
-        self.train_iterator = iter(build_inputs(options, self.num_replicas))
+        # A plain iterator: checkpointable (a DistributedIterator is not). Every
+        # worker reads the same records in the same order and parses and masks
+        # only its rows of each global batch, so the chief's saved position is
+        # right for all of them. With a tf.data service the global batches come
+        # from the service, one per request.
+        workers = num_workers(self.strategy)
+        worker_rows = (workers, worker_index(self.strategy)) if workers > 1 else None
+        self.train_iterator = iter(build_inputs(options, self.num_replicas, worker_rows))
         # A service iterator cannot be saved: its run resumes with the
         # service's next batches instead of at the same input position.
         self.checkpoint = checkpoint_layout.training_checkpoint(
