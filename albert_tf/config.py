@@ -37,6 +37,8 @@ SHARED_BLOCKS: dict[str, tuple[bool, bool]] = {
 SHARE_MODES: tuple[str, ...] = tuple(SHARED_BLOCKS)
 
 # Activations this package implements, by their Hugging Face name.
+#: How the embeddings meet the projection (see `AlbertConfig`).
+EMBEDDING_LAYOUTS = ("albert", "brightmart")
 ACTIVATIONS = ("gelu_new", "gelu", "relu", "tanh", "silu", "linear")
 _HF_ALIASES = {
     "gelu_fast": "gelu_new",
@@ -116,11 +118,16 @@ class ConfigError(ValueError):
 class AlbertConfig:
     """Hyper-parameters of an ALBERT model.
 
-    Field names follow the official ``albert_config.json``. Three fields are
+    Field names follow the official ``albert_config.json``. Four fields are
     this package's additions: ``layer_norm_eps`` (a key of Hugging Face's
     config; 1e-12 in the official code), ``classifier_dropout_prob`` (dropout
-    before the SOP and multiple-choice heads) and ``share`` (which sublayers
-    are shared across layers: the paper's Table 4 ablation).
+    before the SOP and multiple-choice heads), ``share`` (which sublayers
+    are shared across layers: the paper's Table 4 ablation) and
+    ``embedding_layout``: ``"albert"`` (Google's: token, position and segment
+    embeddings summed and normalised at width E, then projected to H) or
+    ``"brightmart"`` (brightmart/albert_zh's: the token embedding projected
+    to H with no bias first, position and segment embeddings at width H, and
+    the MLM head decoding through the projection's transpose).
 
     Example:
         >>> cfg = AlbertConfig(vocab_size=1000, hidden_size=64,
@@ -146,6 +153,7 @@ class AlbertConfig:
     layer_norm_eps: float = 1e-12
     classifier_dropout_prob: float = 0.1
     share: ShareMode = "all"
+    embedding_layout: str = "albert"
 
     def __post_init__(self) -> None:
         act = _HF_ALIASES.get(self.hidden_act, self.hidden_act)
@@ -194,6 +202,11 @@ class AlbertConfig:
                 f"{', '.join(ACTIVATIONS)} (Hugging Face names: 'gelu_new' is the "
                 "tanh approximation the official 'gelu' means)."
             )
+        if self.embedding_layout not in EMBEDDING_LAYOUTS:
+            raise ConfigError(
+                f"Unknown embedding_layout {self.embedding_layout!r}; expected one of "
+                f"{EMBEDDING_LAYOUTS}."
+            )
         if self.share not in SHARE_MODES:
             raise ConfigError(f"Unknown share mode {self.share!r}; expected one of {SHARE_MODES}.")
         for name in (
@@ -214,8 +227,9 @@ class AlbertConfig:
 
     @property
     def has_embedding_projection(self) -> bool:
-        """The official code projects E→H only when the two differ."""
-        return self.embedding_size != self.hidden_size
+        """The official code projects E→H only when the two differ; brightmart's
+        always does."""
+        return self.embedding_layout == "brightmart" or self.embedding_size != self.hidden_size
 
     def group_of_layer(self, layer_index: int) -> int:
         """Group owning layer ``layer_index``: floor(i·G/L), as the official code."""
@@ -279,13 +293,19 @@ class AlbertConfig:
                 "albert_config.json (its 'gelu' is the tanh approximation); save "
                 "the Hugging Face dialect with to_hf_json() instead."
             )
-        data = dataclasses.asdict(self)
+        data = self._dict()
         data["hidden_act"] = _HF_TO_OFFICIAL[self.hidden_act]
         return data
 
     def to_hf_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        data = self._dict()
         data["model_type"] = "albert"
+        return data
+
+    def _dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        if data["embedding_layout"] == "albert":  # the default: foreign readers need not see it
+            del data["embedding_layout"]
         return data
 
     @classmethod

@@ -40,10 +40,17 @@ def parameter_count(config: AlbertConfig) -> ParameterCount:
     )
     attention_blocks = len({slot.attention for slot in plan})
     feedforward_blocks = len({slot.feedforward for slot in plan})
-    lookup = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * e
+    positions_and_segments = config.max_position_embeddings + config.type_vocab_size
+    if config.embedding_layout == "brightmart":
+        # Positions, segments and the LayerNorm at width H; the projection has no bias.
+        embedding = config.vocab_size * e + positions_and_segments * h + 2 * h
+        projection = e * h
+    else:
+        embedding = (config.vocab_size + positions_and_segments) * e + 2 * e
+        projection = (e * h + h) if config.has_embedding_projection else 0
     return ParameterCount(
-        embedding=lookup + 2 * e,
-        projection=(e * h + h) if config.has_embedding_projection else 0,
+        embedding=embedding,
+        projection=projection,
         attention=attention_blocks * (4 * (h * h + h) + 2 * h),
         feedforward=feedforward_blocks * (h * f + f + f * h + h + 2 * h),
         pooler=h * h + h,

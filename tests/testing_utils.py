@@ -131,7 +131,9 @@ def _as_config_value(value: Any) -> Any:
         return [_as_config_value(v) for v in value]
     if isinstance(value, dict):
         return {k: _as_config_value(v) for k, v in value.items()}
-    if dataclasses.is_dataclass(value):  # AlbertConfig
+    if hasattr(value, "to_hf_dict"):  # AlbertConfig, in the dialect layers write
+        return value.to_hf_dict()
+    if dataclasses.is_dataclass(value):
         return dataclasses.asdict(value)
     return keras.saving.serialize_keras_object(value)  # layers, initializers, functions
 

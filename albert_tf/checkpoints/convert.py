@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
 import os
 from collections.abc import Mapping
@@ -101,9 +102,22 @@ def read_tf1_checkpoint(prefix: str) -> dict[str, np.ndarray]:
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
+#: A variable only brightmart/albert_zh's checkpoints have: its E→H projection.
+BRIGHTMART_PROJECTION = "bert/embeddings/word_embeddings_2"
+
+
 def convert_tf1(prefix: str, config: AlbertConfig) -> Converted:
-    """Official google-research/albert checkpoint (``bert/...``, ``cls/...``)."""
+    """Official google-research/albert checkpoint (``bert/...``, ``cls/...``), or
+    brightmart/albert_zh's (recognised by ``bert/embeddings/word_embeddings_2``;
+    converted to ``embedding_layout="brightmart"``, E read from the checkpoint)."""
     raw = read_tf1_checkpoint(prefix)
+    if BRIGHTMART_PROJECTION in raw and config.embedding_layout != "brightmart":
+        # brightmart's configs say nothing of the layout, and one release of its
+        # code embedded at width H whatever embedding_size said.
+        config = config.replace(
+            embedding_layout="brightmart",
+            embedding_size=int(raw[BRIGHTMART_PROJECTION].shape[0]),
+        )
     source = {}
     for name, array in raw.items():
         name = name.removeprefix("module/")  # TF-Hub exports
@@ -329,6 +343,23 @@ def hf_label_names(folder: str, num_labels: int) -> list[str]:
     return names
 
 
+def _tf1_config_path(prefix: str) -> str:
+    """The config beside a TF1 checkpoint: Google's ``albert_config.json``, else the
+    one ``albert_config*.json`` or ``bert_config*.json`` (brightmart's names)."""
+    folder = os.path.dirname(prefix) or "."
+    official = os.path.join(folder, "albert_config.json")
+    if os.path.isfile(official):
+        return official
+    for pattern in ("albert_config*.json", "bert_config*.json"):
+        found = sorted(glob.glob(os.path.join(glob.escape(folder), pattern)))
+        if len(found) == 1:
+            return found[0]
+        if found:
+            names = ", ".join(os.path.basename(f) for f in found)
+            raise ValueError(f"{folder} has several configs ({names}): pass one with --config")
+    return official  # from_json says it is missing and what to pass
+
+
 def convert(
     source: str,
     input_path: str,
@@ -345,8 +376,7 @@ def convert(
         converted = convert_hf(input_path, config)
     elif source == "tf1":
         if config is None:
-            guess = os.path.join(os.path.dirname(input_path), "albert_config.json")
-            config = AlbertConfig.from_json(guess)
+            config = AlbertConfig.from_json(_tf1_config_path(input_path))
         converted = convert_tf1(input_path, config)
     else:
         raise ValueError(f"source must be 'hf' or 'tf1', got {source!r}")

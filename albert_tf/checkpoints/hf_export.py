@@ -85,6 +85,13 @@ def check_expressible(config: AlbertConfig) -> None:
             "sharing have no Hugging Face form at all), so the model stays in albert_tf's "
             "format."
         )
+    if config.embedding_layout != "albert":
+        raise CheckpointError(
+            f"embedding_layout={config.embedding_layout!r}: Hugging Face's ALBERT adds "
+            "position and segment embeddings at width E before its projection (and its "
+            "MLM head decodes at width E); this model projects first, so it has no "
+            "Hugging Face form and stays in albert_tf's format."
+        )
     if config.hidden_act not in HF_ACTIVATIONS:
         raise CheckpointError(
             f"hidden_act={config.hidden_act!r} has no Hugging Face name "

@@ -210,7 +210,42 @@ def weight_table(config: AlbertConfig) -> list[Row]:
         Row("classifier_head/dense/kernel", "", "classifier.weight", "dense"),
         Row("classifier_head/dense/bias", "", "classifier.bias"),
     ]
+    if config.embedding_layout == "brightmart":
+        return _brightmart_rows(rows, config)
     return rows
+
+
+#: Google's TF1 scopes → brightmart/albert_zh's (``modeling.py``: BERT's layer
+#: names under one ``layer_shared`` scope, the projection beside the embeddings).
+_BRIGHTMART_SCOPES = (
+    ("bert/encoder/embedding_hidden_mapping_in/kernel", "bert/embeddings/word_embeddings_2"),
+    ("bert/encoder/transformer/group_0/inner_group_0/", "bert/encoder/layer_shared/"),
+    ("layer_shared/attention_1/", "layer_shared/attention/"),
+    ("layer_shared/LayerNorm/", "layer_shared/attention/output/LayerNorm/"),
+    ("layer_shared/ffn_1/intermediate/output/", "layer_shared/output/"),
+    ("layer_shared/ffn_1/intermediate/dense/", "layer_shared/intermediate/dense/"),
+    ("layer_shared/LayerNorm_1/", "layer_shared/output/LayerNorm/"),
+)
+
+
+def _brightmart_rows(rows: list[Row], config: AlbertConfig) -> list[Row]:
+    """The rows of brightmart's layout: TF1 names of its checkpoints, no Hugging Face
+    names (transformers has no such model), no projection bias."""
+    if (config.num_hidden_groups, config.inner_group_num) != (1, 1):
+        raise ValueError(
+            "brightmart's checkpoints share one layer (layer_shared): num_hidden_groups "
+            f"and inner_group_num must be 1, got {config.num_hidden_groups} and "
+            f"{config.inner_group_num}"
+        )
+    renamed = []
+    for row in rows:
+        if row.ours == "backbone/embeddings/projection/bias":
+            continue
+        tf1 = row.tf1
+        for google, brightmart in _BRIGHTMART_SCOPES:
+            tf1 = tf1.replace(google, brightmart)
+        renamed.append(dataclasses.replace(row, tf1=tf1, hf=""))
+    return renamed
 
 
 def to_ours(

@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from albert_tf.activations import get_activation
+from albert_tf.layers.dense import AlbertDense
 from albert_tf.layers.layer_norm import AlbertLayerNormalization
 
 
@@ -35,6 +36,10 @@ class MaskedLMHead(keras.layers.Layer):
         activation: Hugging Face activation name (``config.hidden_act``).
         layer_norm_eps: LayerNorm epsilon (``config.layer_norm_eps``).
         initializer_range: stddev of the dense kernel's truncated normal.
+        tied_projection: brightmart/albert_zh's layout (``embedding_layout``):
+            the backbone's E→H embedding projection (no bias). The head's dense
+            layer and LayerNorm are then H wide, and its output is mapped back
+            to E by that projection's transpose before the tied decoder.
 
     Call arguments:
         sequence_output: float [batch, seq, H].
@@ -64,9 +69,12 @@ class MaskedLMHead(keras.layers.Layer):
         activation: str,
         layer_norm_eps: float,
         initializer_range: float,
+        tied_projection: keras.layers.Dense | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        # Like the embedding, borrowed from the backbone and not tracked here.
+        self._tied_projection = weakref.ref(tied_projection) if tied_projection else None
         self.owned_token_embedding: keras.layers.Layer | None = None
         if isinstance(token_embedding, dict):
             # Ours, so it computes in our precision like our other sublayers.
@@ -83,9 +91,9 @@ class MaskedLMHead(keras.layers.Layer):
         self.activation_name = activation
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
-        embedding_size = token_embedding.output_dim
-        self.dense = keras.layers.Dense(
-            embedding_size,
+        width = tied_projection.units if tied_projection else token_embedding.output_dim
+        self.dense = AlbertDense(
+            width,
             activation=get_activation(activation),
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
             dtype=self.dtype_policy,
@@ -125,7 +133,10 @@ class MaskedLMHead(keras.layers.Layer):
             x = ops.take_along_axis(
                 x, ops.expand_dims(ops.cast(mask_positions, "int32"), -1), axis=1
             )
-        x = self.layer_norm(self.dense(x))  # [B, P, E]
+        x = self.layer_norm(self.dense(x))  # [B, P, E] (brightmart: [B, P, H])
+        if self._tied_projection is not None:
+            projection = self._tied_projection()
+            x = ops.matmul(x, ops.transpose(ops.cast(projection.kernel, x.dtype)))  # H -> E
         logits = self.token_embedding(x, reverse=True)  # [B, P, V]
         logits = ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
         return logits

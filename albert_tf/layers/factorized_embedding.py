@@ -21,6 +21,13 @@ class FactorizedEmbedding(keras.layers.Layer):
     The token embedding is a `keras_hub.layers.ReversibleEmbedding`, so the
     masked-LM head can decode with the same V×E matrix (weight tying).
 
+    ``layout="brightmart"`` is brightmart/albert_zh's variant (its checkpoints
+    convert to it): the token embedding is projected to H first, by a matmul
+    with no bias, and position and segment embeddings (width H) are added and
+    normalised at width H:
+    ``LN(tokens·W + positions + segments)`` instead of ``LN(tokens + positions
+    + segments)·W + b``. The projection then exists whatever E and H are.
+
     Args:
         vocab_size: V.
         embedding_size: E.
@@ -30,6 +37,7 @@ class FactorizedEmbedding(keras.layers.Layer):
         layer_norm_eps: epsilon of the embedding LayerNorm.
         dropout: dropout rate applied after the LayerNorm.
         initializer_range: stddev of the truncated-normal initialiser.
+        layout: ``"albert"`` (Google's) or ``"brightmart"`` (see above).
 
     Call arguments:
         token_ids: int tensor [batch, seq].
@@ -58,9 +66,16 @@ class FactorizedEmbedding(keras.layers.Layer):
         layer_norm_eps: float,
         dropout: float,
         initializer_range: float,
+        layout: str = "albert",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if layout not in ("albert", "brightmart"):
+            raise ValueError(f"layout must be 'albert' or 'brightmart', got {layout!r}")
+        self.layout = layout
+        brightmart = layout == "brightmart"
+        # Position and segment embeddings are added at width H in brightmart's layout.
+        added_width = self._added_width = hidden_size if brightmart else embedding_size
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.hidden_size = hidden_size
@@ -89,7 +104,7 @@ class FactorizedEmbedding(keras.layers.Layer):
         )
         self.segment_embedding = keras.layers.Embedding(
             type_vocab_size,
-            embedding_size,
+            added_width,
             embeddings_initializer=init(),
             dtype=self.dtype_policy,
             name="segment_embedding",
@@ -99,9 +114,10 @@ class FactorizedEmbedding(keras.layers.Layer):
         )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self.projection = None
-        if embedding_size != hidden_size:
+        if brightmart or embedding_size != hidden_size:
             self.projection = keras.layers.Dense(
                 hidden_size,
+                use_bias=not brightmart,
                 kernel_initializer=init(),
                 dtype=self.dtype_policy,
                 name="projection",
@@ -110,15 +126,20 @@ class FactorizedEmbedding(keras.layers.Layer):
     def build(self, token_ids_shape, segment_ids_shape=None):
         batch_seq = tuple(token_ids_shape)
         width_e = (*batch_seq, self.embedding_size)
+        added = (*batch_seq, self._added_width)
         self.token_embedding.build(batch_seq)
-        self.position_embedding.build(width_e)
+        self.position_embedding.build(added)
         self.segment_embedding.build(batch_seq)
-        self.layer_norm.build(width_e)
+        self.layer_norm.build(added)
         if self.projection is not None:
             self.projection.build(width_e)
         self.built = True
 
     def call(self, token_ids, segment_ids, training=None):
+        if self.layout == "brightmart":
+            tokens = self.projection(self.token_embedding(token_ids))  # [B, S, H]
+            x = tokens + self.position_embedding(tokens) + self.segment_embedding(segment_ids)
+            return self.dropout_layer(self.layer_norm(x), training=training)
         tokens = self.token_embedding(token_ids)  # [B, S, E]
         positions = self.position_embedding(tokens)  # [B, S, E]
         segments = self.segment_embedding(segment_ids)  # [B, S, E]
@@ -142,5 +163,6 @@ class FactorizedEmbedding(keras.layers.Layer):
             layer_norm_eps=self.layer_norm_eps,
             dropout=self.dropout,
             initializer_range=self.initializer_range,
+            layout=self.layout,
         )
         return config

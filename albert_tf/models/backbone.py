@@ -67,6 +67,7 @@ class AlbertBackbone(keras.Model):
             layer_norm_eps=config.layer_norm_eps,
             dropout=config.hidden_dropout_prob,
             initializer_range=config.initializer_range,
+            layout=config.embedding_layout,
             dtype=dtype,
             name="embeddings",
         )

@@ -44,6 +44,9 @@ class AlbertPretrainingModel(AlbertTask):
             activation=config.hidden_act,
             layer_norm_eps=config.layer_norm_eps,
             initializer_range=config.initializer_range,
+            tied_projection=(
+                backbone.embeddings.projection if config.embedding_layout == "brightmart" else None
+            ),
             dtype=backbone.dtype_policy,
             name="mlm_head",
         )

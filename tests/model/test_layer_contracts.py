@@ -43,8 +43,9 @@ def _sequence_shape(seq: int) -> tuple[int, int, int]:
     return (BATCH, seq, H)
 
 
-def test_factorized_embedding(tmp_path):
-    run_layer_test(
+@pytest.mark.parametrize("layout", ["albert", "brightmart"])
+def test_factorized_embedding(tmp_path, layout):
+    layer = run_layer_test(
         FactorizedEmbedding,
         dict(
             vocab_size=V,
@@ -55,12 +56,20 @@ def test_factorized_embedding(tmp_path):
             layer_norm_eps=1e-6,
             dropout=0.1,
             initializer_range=0.03,
+            layout=layout,
         ),
         lambda seq: (_ids(seq)["token_ids"], _ids(seq)["segment_ids"]),
         _sequence_shape,
         tmp_path,
         mixed_output_dtypes="bfloat16",
     )
+    # brightmart's: positions and segments at width H, a projection without bias.
+    width = H if layout == "brightmart" else E
+    assert layer.position_embedding.position_embeddings.shape == (
+        CONFIG.max_position_embeddings,
+        width,
+    )
+    assert (layer.projection.bias is None) == (layout == "brightmart")
 
 
 def test_attention(tmp_path):

@@ -46,6 +46,8 @@ def test_sublayer_identity_per_share_mode(share, attention_owners, feedforward_o
         dict(num_hidden_groups=2, inner_group_num=2),
         dict(share="attention", num_hidden_groups=2),
         dict(embedding_size=48),  # E == H: no projection
+        dict(embedding_layout="brightmart"),  # E-wide tokens only; no projection bias
+        dict(embedding_layout="brightmart", embedding_size=48),  # a projection even at E == H
     ],
 )
 def test_closed_form_count_equals_built_model(overrides):
