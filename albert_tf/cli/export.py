@@ -7,6 +7,12 @@ writes ``exported/albert_mc/<version>/`` (next free version unless
 ``score_ids`` (token ids) and ``tokenize``. The checkpoint's ``finetune.json``
 says the task: multiple choice, or text classification (inputs ``text`` and
 ``text_pair``). See docs/serving.md.
+
+    python -m albert_tf.export --kind=encoder --checkpoint=runs/base/final \
+        --export_dir=exported/albert_base_hub
+
+writes ``encoder/`` and ``preprocessor/`` instead: the TF Hub style pair that people
+build their own Keras models on (docs/moving_models.md).
 """
 
 from __future__ import annotations
@@ -18,11 +24,19 @@ from absl import flags
 from albert_tf.cli import runner
 
 FLAGS = flags.FLAGS
+flags.DEFINE_enum(
+    "kind",
+    "serving",
+    ["serving", "encoder"],
+    "serving: a versioned raw-text SavedModel of a fine-tuned task for TF Serving; "
+    "encoder: an encoder and a preprocessor SavedModel, as TF Hub's BERT pairs.",
+)
 flags.DEFINE_string("checkpoint", None, "Model directory (this package's format).")
 flags.DEFINE_string("export_dir", None, "BASE/NAME; the version folder goes inside.")
 flags.DEFINE_string("tokenizer_dir", None, "Tokenizer (default: CHECKPOINT/tokenizer).")
 flags.DEFINE_integer("version", None, "Version number (default: next free one).")
 flags.DEFINE_integer("max_seq_length", None, "Default: the fine-tuning setting, else 512.")
+flags.DEFINE_integer("seq_length", 128, "--kind=encoder: the preprocessor's default length.")
 flags.DEFINE_integer(
     "max_qa_length", None, "Multiple choice: default the fine-tuning setting, else 128."
 )
@@ -39,6 +53,18 @@ flags.DEFINE_string(
 
 
 def main() -> None:
+    if FLAGS.kind == "encoder":
+        from albert_tf.serving.encoder_export import export_encoder
+
+        written = export_encoder(
+            FLAGS.checkpoint,
+            FLAGS.export_dir,
+            tokenizer_dir=FLAGS.tokenizer_dir,
+            seq_length=FLAGS.seq_length,
+        )
+        for name, value in written.items():
+            print(f"{name}: {value}")
+        return
     from albert_tf.serving import export_saved_model
 
     card = None
