@@ -19,9 +19,13 @@ own fresh process:
 * ``bare_encoder``: the Keras `AlbertMultipleChoice` (same checkpoint) in a
   `tf.function` on the already packed int32 ids of the same [B, 4, S] shape;
 * ``hf``: transformers' `AlbertTokenizerFast` (built offline from the same
-  ``spiece.model``) + `AlbertForMultipleChoice` (same config, random weights,
-  eval mode, `torch.inference_mode`, SDPA attention); tokeniser and model times
-  are also reported apart, and the slow `AlbertTokenizer` is timed too.
+  ``spiece.model``) + `AlbertForMultipleChoice` loaded from our model exported to
+  Hugging Face's layout (``convert --target=hf``: the same weights; eval mode,
+  `torch.inference_mode`, SDPA attention); tokeniser and model times are also
+  reported apart, and the slow `AlbertTokenizer` is timed too;
+* ``ort_*``: that same Hugging Face model through ``torch.onnx`` into ONNX Runtime
+  (plain and optimised, float32 and int8). The export records how far its float32
+  logits are from our Keras model's on the batch-1 workload.
 
 Writes ``bench/results/serving.json`` and prints a markdown table::
 
@@ -208,6 +212,10 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     trained_like_layer_norms(model)
     model_dir = os.path.join(workdir, "model")
     albert_tf.save_model(model, model_dir, tokenizer=tokenizer)
+    # Hugging Face's layout of the same weights: the hf and ONNX variants' model.
+    from albert_tf.checkpoints.hf_export import export_hf
+
+    export_hf(model_dir, os.path.join(workdir, HF_MODEL))
     # The BERT-base-shaped twin: same shape and FLOPs, a weight set per layer.
     keras.utils.set_random_seed(0)
     twin = albert_tf.AlbertMultipleChoice.from_albert_config(config.replace(share="none"))
@@ -407,15 +415,17 @@ def measure_bare_encoder(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def hf_config(args: argparse.Namespace, attention: str):
-    """transformers' AlbertConfig for the benchmark's model."""
+#: Our benchmark model in Hugging Face's layout (written by `prepare`).
+HF_MODEL = "model_hf"
+
+
+def hf_model(args: argparse.Namespace, attention: str):
+    """transformers' `AlbertForMultipleChoice` with our model's weights, in eval mode."""
     import transformers
 
-    with open(os.path.join(args.workdir, "model", "config.json")) as f:
-        ours = json.load(f)
-    if ours.pop("share") != "all" or ours.pop("model_type") != "albert":
-        raise ValueError("Hugging Face ALBERT shares all layers; this config does not")
-    return transformers.AlbertConfig(**ours, attn_implementation=attention)
+    return transformers.AlbertForMultipleChoice.from_pretrained(
+        os.path.join(args.workdir, HF_MODEL), attn_implementation=attention
+    ).eval()
 
 
 class HfTokenization:
@@ -494,10 +504,8 @@ def time_tokenize_and_run(
 
 def measure_hf(args: argparse.Namespace) -> dict[str, Any]:
     import torch
-    import transformers
 
-    torch.manual_seed(0)
-    model = transformers.AlbertForMultipleChoice(hf_config(args, args.hf_attention)).eval()
+    model = hf_model(args, args.hf_attention)
     tok = HfTokenization(args)
 
     def run(enc: dict[str, Any]) -> float:
@@ -518,7 +526,8 @@ def measure_hf(args: argparse.Namespace) -> dict[str, Any]:
         "same_ids_as_ours": {"fast": tok.same_ids(enc), "slow": tok.same_ids(enc_slow)},
         "input_shape": list(enc["input_ids"].shape),
         "input_shape_slow": list(enc_slow["input_ids"].shape),
-        "model": "transformers AlbertForMultipleChoice, eval, torch.inference_mode",
+        "model": "transformers AlbertForMultipleChoice (our weights via convert --target=hf), "
+        "eval, torch.inference_mode",
         "attention": model.config._attn_implementation,
         "tokenizer": "AlbertTokenizerFast (converted offline from the same spiece.model)",
     }
@@ -529,16 +538,15 @@ ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 def prepare_onnx(args: argparse.Namespace) -> dict[str, Any]:
     """Hugging Face's model → ONNX (plain, optimised) → int8 dynamic quantisation."""
+    import numpy as np
     import onnxruntime
     import torch
-    import transformers
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers.optimizer import optimize_model
 
-    torch.manual_seed(0)
     # Eager attention: the pattern onnxruntime's BERT fusion recognises.
-    config = hf_config(args, "eager")
-    model = transformers.AlbertForMultipleChoice(config).eval()
+    model = hf_model(args, "eager")
+    config = model.config
     ids = workload_ids(args.workdir, "batch1")
     dummy = tuple(
         torch.from_numpy(ids[k].astype("int64"))
@@ -578,9 +586,19 @@ def prepare_onnx(args: argparse.Namespace) -> dict[str, Any]:
             # Shape inference cannot type the ops the fusions introduce.
             extra_options={"DefaultTensorType": 1},  # onnx.TensorProto.FLOAT
         )
+    # The same weights as our SavedModel: ONNX Runtime's float32 logits against the
+    # Keras model's on the batch-1 workload.
+    import albert_tf
+
+    ours = albert_tf.load_multiple_choice(os.path.join(args.workdir, "model"))
+    ours_logits = np.asarray(ours(ids, training=False))
+    session = onnxruntime.InferenceSession(files["plain"], providers=["CPUExecutionProvider"])
+    feed = dict(zip(ONNX_INPUTS, (d.numpy() for d in dummy), strict=True))
+    ort_logits = session.run(["logits"], feed)[0]
     return {
         "files": files,
         "bytes": {k: os.path.getsize(v) for k, v in files.items()},
+        "max_abs_logit_difference_vs_albert_tf": float(np.abs(ort_logits - ours_logits).max()),
         "optimizer_fused_ops": fused,
         "prepare_s": round(time.perf_counter() - start, 1),
         "onnxruntime": onnxruntime.__version__,
