@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
@@ -27,9 +28,25 @@ _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\
 _LETTER = re.compile(r"[^\W\d_]")
 
 
-def default_models_dir() -> str:
-    """``ALBERT_MODELS_DIR``, else ``models/exported``. Read on every run, not at import:
-    this module stays imported across reruns (and across AppTest runs in one process)."""
+def models_dir(argv: list[str] | None = None) -> str:
+    """The folder the pages load SavedModels from, fixed by whoever starts the app:
+    ``--models_dir=PATH`` after ``--`` on streamlit's command line, else
+    ``ALBERT_MODELS_DIR``, else ``models/exported``. Visitors only choose among the
+    models found there: a SavedModel's graph can read and write the host's files, so
+    the page must never load one from a path a visitor typed.
+
+    Read on every run, not at import: this module stays imported across reruns (and
+    across AppTest runs in one process).
+
+    >>> models_dir(["--models_dir=/srv/models"]), models_dir(["--models_dir", "/m"])
+    ('/srv/models', '/m')
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    for i, arg in enumerate(argv):
+        if arg.startswith("--models_dir="):
+            return arg.split("=", 1)[1]
+        if arg == "--models_dir" and i + 1 < len(argv):
+            return argv[i + 1]
     return os.environ.get("ALBERT_MODELS_DIR", "models/exported")
 
 

@@ -4,7 +4,8 @@
 
 Models are SavedModels written by ``python -m albert_tf.export`` (or
 ``albert_tf.finetune --export_dir``, or ``albert_tf.demo_models``) under a models
-folder, default ``models/exported`` (``ALBERT_MODELS_DIR`` overrides it), each as
+folder fixed when the app starts, default ``models/exported`` (``-- --models_dir=PATH``
+or ``ALBERT_MODELS_DIR`` overrides it; visitors cannot change it), each as
 ``NAME/<version>/``. The repository ships the demo models there, ``albert_demo_zh`` and
 ``albert_demo_en``; ``python -m albert_tf.demo_models`` rebuilds them.
 By default the page answers with the model whose language matches the text (by
@@ -38,10 +39,10 @@ from exported_models import (  # noqa: E402
     MULTIPLE_CHOICE_TASKS,
     UNK_WARNING_SHARE,
     choose_model,
-    default_models_dir,
     detect_language,
     find_models,
     model_info,
+    models_dir,
     unknown_share,
 )
 
@@ -200,18 +201,20 @@ def main() -> None:
     st.title("ALBERT multiple choice")
     st.caption("Which option continues the context? A small ALBERT, trained here, answers.")
 
-    models_dir = st.sidebar.text_input("Models folder", default_models_dir())
-    models = find_models(models_dir, MULTIPLE_CHOICE_TASKS)
+    folder = models_dir()
+    # Read-only: set when the app starts (apps/README.md, "Serving the demo to others").
+    st.sidebar.caption(f"Models folder: `{folder}`")
+    models = find_models(folder, MULTIPLE_CHOICE_TASKS)
     if not models:
         st.error(
-            f"No exported model found in `{models_dir}` for multiple choice. The "
+            f"No exported model found in `{folder}` for multiple choice. The "
             "repository ships a demo model in `models/exported`: start the app from the "
             "repository root, or rebuild the demo models:"
         )
         st.code(REBUILD_COMMAND, language="bash")
         st.info(
             "Or export your own fine-tuned checkpoint: `python -m albert_tf.export "
-            f"--checkpoint=runs/mc/best --export_dir={models_dir}/NAME`"
+            f"--checkpoint=runs/mc/best --export_dir={folder}/NAME`"
         )
         st.stop()
     choice = st.sidebar.selectbox("Model", [AUTOMATIC, *models])

@@ -5,7 +5,8 @@
 Models are raw-text SavedModels written by ``albert_tf.finetune --task=classification
 --export_dir`` (or ``python -m albert_tf.export`` on a fine-tuned classifier) under
 the models folder the multiple-choice page uses, default ``models/exported``
-(``ALBERT_MODELS_DIR`` overrides it), each as ``NAME/<version>/``. Only exports whose
+(``-- --models_dir=PATH`` or ``ALBERT_MODELS_DIR`` overrides it when the app starts),
+each as ``NAME/<version>/``. Only exports whose
 ``assets.extra/albert_tf.json`` says ``"task": "classification"`` are listed. By
 default the page answers with the model whose language matches the text (by script),
 says which model answered and why, and shows the model's card
@@ -38,10 +39,10 @@ from exported_models import (  # noqa: E402
     LANGUAGE_NAMES,
     UNK_WARNING_SHARE,
     choose_model,
-    default_models_dir,
     detect_language,
     find_models,
     model_info,
+    models_dir,
     unknown_share,
 )
 
@@ -204,18 +205,20 @@ def main() -> None:
     st.title("ALBERT text classification")
     st.caption("Which label fits a text, or a pair of texts? A small fine-tuned ALBERT answers.")
 
-    models_dir = st.sidebar.text_input("Models folder", default_models_dir())
-    models = find_models(models_dir, CLASSIFICATION_TASKS)
+    folder = models_dir()
+    # Read-only: set when the app starts (apps/README.md, "Serving the demo to others").
+    st.sidebar.caption(f"Models folder: `{folder}`")
+    models = find_models(folder, CLASSIFICATION_TASKS)
     if not models:
         st.error(
-            f"No exported model found in `{models_dir}` for text classification. Fine-tune "
+            f"No exported model found in `{folder}` for text classification. Fine-tune "
             "and export one (the Chinese product-review sentiment recipe exports to "
             "`models/exported/albert_reviews_zh`):"
         )
         st.code(TRAIN_COMMAND, language="bash")
         st.info(
             "Or export a fine-tuned classifier: `python -m albert_tf.export "
-            f"--checkpoint=runs/NAME/best --export_dir={models_dir}/NAME`"
+            f"--checkpoint=runs/NAME/best --export_dir={folder}/NAME`"
         )
         st.stop()
     choice = st.sidebar.selectbox("Model", [AUTOMATIC, *models])

@@ -124,6 +124,31 @@ def test_app_explains_how_to_get_a_model_when_none(monkeypatch, tmp_path):
     assert "python -m albert_tf.demo_models" in app.code[0].value
 
 
+@pytest.mark.parametrize("page", [APP, APP.parent / "pages" / "classification.py"])
+def test_no_page_lets_a_visitor_choose_the_models_folder(page, monkeypatch, tmp_path):
+    # A SavedModel's graph can read and write the host's files: the folder is the
+    # operator's, set at start-up; a visitor sees it and can type no path anywhere.
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ALBERT_MODELS_DIR", str(tmp_path / "operators"))
+    app = AppTest.from_file(str(page), default_timeout=60).run()
+    assert not app.exception
+    typed = [w.label for w in (*app.text_input, *app.sidebar.text_input)]
+    assert not [label for label in typed if "folder" in label.lower()], typed
+    assert any(str(tmp_path / "operators") in c.value for c in app.sidebar.caption)
+    assert f"`{tmp_path / 'operators'}`" in app.error[0].value  # only the operator's folder
+
+
+def test_the_operator_sets_the_folder_on_the_command_line(monkeypatch):
+    monkeypatch.syspath_prepend(str(APP.parent))
+    from exported_models import models_dir
+
+    monkeypatch.setenv("ALBERT_MODELS_DIR", "/from/env")
+    assert models_dir([]) == "/from/env"
+    assert models_dir(["--models_dir=/srv/models"]) == "/srv/models"
+    assert models_dir(["--other", "--models_dir", "/srv/m"]) == "/srv/m"
+
+
 @pytest.mark.parametrize(
     "card",
     [
