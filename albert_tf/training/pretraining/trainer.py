@@ -120,14 +120,9 @@ def build_optimizer(options: PretrainingOptions) -> keras.optimizers.Optimizer:
     )
 
 
-def build_inputs(
-    options: PretrainingOptions,
-    num_replicas: int = 1,
-    worker_rows: tuple[int, int] | None = None,
-) -> tf.data.Dataset:
+def build_inputs(options: PretrainingOptions, num_replicas: int = 1) -> tf.data.Dataset:
     """The run's masked global batches (features, labels), each a multiple of
-    ``num_replicas`` examples; with ``worker_rows`` ``(num_workers, index)``,
-    this worker's rows of each."""
+    ``num_replicas`` examples."""
     return pretraining_dataset(
         options.train_files,
         batch_size=options.micro_batch_size,
@@ -136,7 +131,6 @@ def build_inputs(
         seed=options.seed,
         tokens_per_batch=options.micro_batch_tokens,
         batch_size_multiple=num_replicas,
-        worker_rows=worker_rows,
         data_service=options.data_service,
         data_service_mode=options.data_service_mode,
         job_name=data_service_job_name(options) if options.data_service else None,
@@ -165,7 +159,7 @@ class PretrainingTrainer:
         self.num_replicas = self.strategy.num_replicas_in_sync
         options.validate(self.num_replicas)
         if options.data_service and num_workers(self.strategy) > 1:
-            # Every worker must read the same global batch (see
+            # Every worker must read the same records in the same order (see
             # albert_tf.training.steps.replica_slices); a service job hands each batch to
             # one reader only.
             raise ValueError(
@@ -208,14 +202,11 @@ class PretrainingTrainer:
             self.optimizer = build_optimizer(options)
             self.steps = PretrainingSteps(self.model, self.optimizer, self.strategy, options)
             self.hooks.install(self.steps)
-        # A plain iterator: checkpointable (a DistributedIterator is not). Every
-        # worker reads the same records in the same order and parses and masks
-        # only its rows of each global batch, so the chief's saved position is
-        # right for all of them. With a tf.data service the global batches come
-        # from the service, one per request.
-        workers = num_workers(self.strategy)
-        worker_rows = (workers, worker_index(self.strategy)) if workers > 1 else None
-        self.train_iterator = iter(build_inputs(options, self.num_replicas, worker_rows))
+        # A plain iterator over global batches: checkpointable (a
+        # DistributedIterator is not), and identical on every worker, so the
+        # chief's saved position is right for all of them. With a tf.data
+        # service the global batches come from the service, one per request.
+        self.train_iterator = iter(build_inputs(options, self.num_replicas))
         # A service iterator cannot be saved: its run resumes with the
         # service's next batches instead of at the same input position.
         self.checkpoint = checkpoint_layout.training_checkpoint(
