@@ -243,6 +243,14 @@ class AlbertConfig:
     def from_official_dict(cls, data: dict[str, Any]) -> AlbertConfig:
         """From the dict of an official ``albert_config.json``."""
         data = dict(data)
+        if data.get("ln_type", "postln") != "postln":
+            # brightmart's pre-LayerNorm models keep the post-LayerNorm names: only
+            # this key tells them apart, and this package has no pre-LayerNorm layer.
+            raise ConfigError(
+                f"ln_type={data['ln_type']!r}: a pre-LayerNorm model (brightmart's "
+                "modeling_preln.py); albert_tf builds post-LayerNorm ALBERT only, and "
+                "converting it would compute something else."
+            )
         act = data.get("hidden_act", "gelu")
         if act not in _OFFICIAL_TO_HF:
             raise ConfigError(

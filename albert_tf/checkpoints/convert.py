@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from albert_tf import storage
 from albert_tf.checkpoints.name_table import to_ours, weight_table
 from albert_tf.checkpoints.saved_format import (
     SETTINGS_FILE,
@@ -111,19 +112,19 @@ def convert_tf1(prefix: str, config: AlbertConfig) -> Converted:
     brightmart/albert_zh's (recognised by ``bert/embeddings/word_embeddings_2``;
     converted to ``embedding_layout="brightmart"``, E read from the checkpoint)."""
     raw = read_tf1_checkpoint(prefix)
-    if BRIGHTMART_PROJECTION in raw and config.embedding_layout != "brightmart":
-        # brightmart's configs say nothing of the layout, and one release of its
-        # code embedded at width H whatever embedding_size said.
-        config = config.replace(
-            embedding_layout="brightmart",
-            embedding_size=int(raw[BRIGHTMART_PROJECTION].shape[0]),
-        )
     source = {}
     for name, array in raw.items():
         name = name.removeprefix("module/")  # TF-Hub exports
         if name in _TF1_SKIPPED_NAMES or name.endswith(_TF1_SKIPPED_SUFFIXES):
             continue
         source[name] = array
+    if BRIGHTMART_PROJECTION in source:
+        # brightmart's configs say nothing of the layout, and one release of its
+        # code embedded at width H whatever embedding_size said.
+        config = config.replace(
+            embedding_layout="brightmart",
+            embedding_size=int(source[BRIGHTMART_PROJECTION].shape[0]),
+        )
     converted, used = _collect(
         config,
         source,
@@ -348,10 +349,11 @@ def _tf1_config_path(prefix: str) -> str:
     one ``albert_config*.json`` or ``bert_config*.json`` (brightmart's names)."""
     folder = os.path.dirname(prefix) or "."
     official = os.path.join(folder, "albert_config.json")
-    if os.path.isfile(official):
+    if storage.exists(official):
         return official
+    escaped = folder if storage.is_remote(folder) else glob.escape(folder)
     for pattern in ("albert_config*.json", "bert_config*.json"):
-        found = sorted(glob.glob(os.path.join(glob.escape(folder), pattern)))
+        found = sorted(storage.glob(os.path.join(escaped, pattern)))
         if len(found) == 1:
             return found[0]
         if found:

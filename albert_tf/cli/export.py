@@ -36,7 +36,12 @@ flags.DEFINE_string("export_dir", None, "BASE/NAME; the version folder goes insi
 flags.DEFINE_string("tokenizer_dir", None, "Tokenizer (default: CHECKPOINT/tokenizer).")
 flags.DEFINE_integer("version", None, "Version number (default: next free one).")
 flags.DEFINE_integer("max_seq_length", None, "Default: the fine-tuning setting, else 512.")
-flags.DEFINE_integer("seq_length", 128, "--kind=encoder: the preprocessor's default length.")
+flags.DEFINE_integer(
+    "seq_length",
+    None,
+    "--kind=encoder: the preprocessor's default packing length (default 128, at most "
+    "the model's max_position_embeddings).",
+)
 flags.DEFINE_integer(
     "max_qa_length", None, "Multiple choice: default the fine-tuning setting, else 128."
 )
@@ -55,6 +60,20 @@ flags.DEFINE_string(
 def main() -> None:
     if FLAGS.kind == "encoder":
         from albert_tf.serving.encoder_export import export_encoder
+
+        serving_only = {
+            "version": FLAGS.version is not None,
+            "max_seq_length": FLAGS.max_seq_length is not None,
+            "max_qa_length": FLAGS.max_qa_length is not None,
+            "serving_precision": FLAGS.serving_precision != "float32",
+            "model_card": FLAGS.model_card is not None,
+        }
+        given = [f"--{name}" for name, set_ in serving_only.items() if set_]
+        if given:
+            raise runner.UserError(
+                f"{', '.join(given)}: for --kind=serving exports only; --kind=encoder "
+                "takes --seq_length and --tokenizer_dir"
+            )
 
         written = export_encoder(
             FLAGS.checkpoint,

@@ -73,6 +73,12 @@ class MaskedLMHead(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if tied_projection is True:  # what get_config writes: the layer is not in it
+            raise ValueError(
+                "this head decodes through its backbone's embedding projection "
+                "(embedding_layout='brightmart'); rebuild it with its task model "
+                "(AlbertPretrainingModel.from_config), not alone"
+            )
         # Like the embedding, borrowed from the backbone and not tracked here.
         self._tied_projection = weakref.ref(tied_projection) if tied_projection else None
         self.owned_token_embedding: keras.layers.Layer | None = None
@@ -136,6 +142,11 @@ class MaskedLMHead(keras.layers.Layer):
         x = self.layer_norm(self.dense(x))  # [B, P, E] (brightmart: [B, P, H])
         if self._tied_projection is not None:
             projection = self._tied_projection()
+            if projection is None:
+                raise RuntimeError(
+                    "The embedding projection this head decodes through no longer "
+                    "exists; keep the backbone alive as long as the head."
+                )
             x = ops.matmul(x, ops.transpose(ops.cast(projection.kernel, x.dtype)))  # H -> E
         logits = self.token_embedding(x, reverse=True)  # [B, P, V]
         logits = ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
@@ -148,5 +159,6 @@ class MaskedLMHead(keras.layers.Layer):
             activation=self.activation_name,
             layer_norm_eps=self.layer_norm_eps,
             initializer_range=self.initializer_range,
+            tied_projection=self._tied_projection is not None,
         )
         return config

@@ -10,8 +10,10 @@ they buy.
 They run where a model's implementation is ``fused_cpu``
 (`albert_tf.layers.implementations`), which the trainers choose on CPU; a
 model you build and call yourself runs stock ops, and the exports use the
-``serving`` implementation, so what is saved loads in TF Serving and anywhere
-else without this package. Under ``fused_cpu`` stock ops still run for dtypes
+``serving`` implementation, so what they save loads in TF Serving and anywhere
+else without this package. A model a trainer has trained keeps ``fused_cpu``:
+``set_implementation(model, "serving")`` before saving it with
+``tf.saved_model.save`` yourself. Under ``fused_cpu`` stock ops still run for dtypes
 other than float32/bfloat16, when a GPU or TPU is present, or when the
 kernels cannot be built here (no C++ compiler: a warning says so once).
 

@@ -182,7 +182,7 @@ def export_encoder(
     export_dir: str | os.PathLike[str],
     *,
     tokenizer_dir: str | None = None,
-    seq_length: int = DEFAULT_SEQ_LENGTH,
+    seq_length: int | None = None,
 ) -> dict[str, str]:
     """Writes ``export_dir/encoder`` and ``export_dir/preprocessor`` from a model directory.
 
@@ -191,7 +191,8 @@ def export_encoder(
             heads are left out, the MLM head becomes the encoder's ``mlm``).
         export_dir: a new or empty folder (local or a URL).
         tokenizer_dir: default ``model_dir/tokenizer``.
-        seq_length: the preprocessor's default packing length.
+        seq_length: the preprocessor's default packing length (default
+            `DEFAULT_SEQ_LENGTH`, at most the model's max_position_embeddings).
 
     Returns:
         ``{"encoder": path, "preprocessor": path, "mlm": "yes" or "no"}``.
@@ -205,6 +206,8 @@ def export_encoder(
 
     model_dir, export_dir = os.fspath(model_dir), os.fspath(export_dir)
     config = read_config(model_dir)
+    if seq_length is None:
+        seq_length = min(DEFAULT_SEQ_LENGTH, config.max_position_embeddings)
     if seq_length < 3 or seq_length > config.max_position_embeddings:
         raise ValueError(
             f"seq_length={seq_length}: must be 3 to max_position_embeddings="
@@ -225,11 +228,12 @@ def export_encoder(
         if storage.exists(target) and storage.listdir(target):
             raise FileExistsError(f"{target} exists and is not empty; pick another export_dir")
 
+    # Both traced before either is written: a failure leaves no half export.
     encoder = _encoder_object(model, with_mlm)
-    encoder_dir = os.path.join(export_dir, "encoder")
-    tf.saved_model.save(encoder, encoder_dir, signatures={"serving_default": encoder.serve})
     preprocessor, preprocess = _preprocessor_object(tokenizer, seq_length)
+    encoder_dir = os.path.join(export_dir, "encoder")
     preprocessor_dir = os.path.join(export_dir, "preprocessor")
+    tf.saved_model.save(encoder, encoder_dir, signatures={"serving_default": encoder.serve})
     tf.saved_model.save(preprocessor, preprocessor_dir, signatures={"serving_default": preprocess})
     return {
         "encoder": encoder_dir,

@@ -106,8 +106,10 @@ class FineTuningTrainer:
         language: stored in ``finetune.json`` (the exporter and the app show it).
         fused_kernels: on CPU without XLA, give the model the ``fused_cpu``
             implementation (`albert_tf.layers.implementations`): GELU, LayerNorm,
-            attention's masked softmax and head split/merge as fused kernels;
-            exports use the ``serving`` one whatever this says.
+            attention's masked softmax and head split/merge as fused kernels.
+            The model keeps it after training; albert_tf's exports use the
+            ``serving`` one whatever this says, and so must your own
+            ``tf.saved_model.save`` (``set_implementation(model, "serving")``).
         strategy: the `tf.distribute` strategy (default: the current one).
         gradient_accumulation_steps: micro-batches of ``batch_size / k`` items
             per optimizer step, for batches that do not fit at once.

@@ -197,3 +197,15 @@ def test_a_brightmart_model_does_not_leave_for_hugging_face(tmp_path):
         export_hf(str(tmp_path / "out"), str(tmp_path / "hf"))
     assert not (tmp_path / "hf").exists()
 
+
+def test_a_pre_layer_norm_release_is_refused(tmp_path):
+    # modeling_preln.py keeps the same variable names; only the config's ln_type
+    # tells it apart, and converting it as post-LayerNorm would compute something else.
+    from albert_tf.config import ConfigError
+
+    prefix, _ = write_brightmart_checkpoint(tmp_path, 16, 16)
+    path = tmp_path / "albert_config_base.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "ln_type": "preln"}))
+    with pytest.raises(ConfigError, match="ln_type='preln': a pre-LayerNorm model"):
+        convert("tf1", prefix, str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()

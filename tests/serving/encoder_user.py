@@ -56,6 +56,9 @@ pair = preprocessor.bert_pack_inputs(
     seq_length=tf.constant(12),
 )
 outputs = encoder_layer(packed)
+# `training` reaches the encoder: dropout on, then off again.
+again = encoder_layer.encoder(packed, training=False)["pooled_output"].numpy()
+dropped = encoder_layer.encoder(packed, training=True)["pooled_output"].numpy()
 mlm = encoder_layer.encoder.mlm(
     {**packed, "masked_lm_positions": tf.constant([[1, 2]] * len(texts))}, training=False
 )
@@ -85,6 +88,8 @@ np.savez(
     sequence=outputs["sequence_output"].numpy(),
     layers=np.stack([t.numpy() for t in outputs["encoder_outputs"]]),
     default=outputs["default"].numpy(),
+    inference_again=again,
+    training_output=dropped,
     mlm_logits=mlm["mlm_logits"].numpy(),
     special=np.array([special[k] for k in sorted(special)]),
     special_names=np.array(sorted(special)),

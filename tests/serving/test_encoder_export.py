@@ -82,6 +82,9 @@ def test_encoder_outputs_are_the_models(exported):
     assert_normwise_close(user["sequence"], want["sequence_output"], rtol=budget)
     assert_normwise_close(user["pooled"], want["pooled_output"], rtol=budget)
     np.testing.assert_array_equal(user["default"], user["pooled"])
+    # training=False is repeatable; training=True runs the model's dropout (0.1).
+    np.testing.assert_array_equal(user["inference_again"], user["pooled"])
+    assert np.abs(user["training_output"] - user["pooled"]).max() > 1e-3
     # One output per layer application, the last being the sequence output.
     assert user["layers"].shape == (config.num_hidden_layers, len(TEXTS), SEQ, config.hidden_size)
     np.testing.assert_array_equal(user["layers"][-1], user["sequence"])
