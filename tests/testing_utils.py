@@ -313,3 +313,29 @@ def executed_ops(function: Any, *args: Any) -> list[str]:
         for partition in graph.partition_graphs
         for node in partition.node
     ]
+
+
+def write_tf1_checkpoint(
+    prefix: str, shapes: dict[str, tuple[int, ...]], seed: int, extra: dict | None = None
+) -> dict[str, np.ndarray]:
+    """A TF1 name-based checkpoint at ``prefix``: random float32 arrays of ``shapes``
+    (biases and LayerNorm parameters wider, gammas around 1, so a misplaced one shows),
+    with ``extra`` (optimizer slots, the step) written beside or over them. Returns the
+    random arrays."""
+    import tensorflow as tf
+
+    rng = np.random.RandomState(seed)
+    arrays = {}
+    for name, shape in shapes.items():
+        scale = 0.5 if name.endswith(("bias", "beta", "gamma")) else 0.2
+        centre = 1.0 if name.endswith("gamma") else 0.0
+        arrays[name] = (rng.randn(*shape) * scale + centre).astype(np.float32)
+    saved = {**arrays, **(extra or {})}
+    names = sorted(saved)
+    tf.raw_ops.SaveV2(
+        prefix=prefix,
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=[tf.constant(saved[n]) for n in names],
+    )
+    return arrays

@@ -41,6 +41,8 @@ from collections.abc import Iterator
 
 import keras
 
+from albert_tf.layers.walk import distinct_layers
+
 
 @dataclasses.dataclass(frozen=True)
 class Implementation:
@@ -104,12 +106,8 @@ def choose_implementation(*, accelerator: bool, jit_compile: bool, fused_kernels
     return STOCK.name
 
 
-def _layers(model: keras.layers.Layer) -> Iterator[keras.layers.Layer]:
-    seen: set[int] = set()
-    for layer in model._flatten_layers(include_self=True, recursive=True):
-        if id(layer) not in seen and hasattr(layer, "implementation"):
-            seen.add(id(layer))
-            yield layer
+def _layers(model: keras.layers.Layer) -> list[keras.layers.Layer]:
+    return [layer for layer in distinct_layers(model) if hasattr(layer, "implementation")]
 
 
 def set_implementation(model: keras.layers.Layer, name: str) -> None:

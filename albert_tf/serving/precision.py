@@ -14,6 +14,7 @@ from albert_tf.layers.bfloat16_linear import Bfloat16Linear
 from albert_tf.layers.dense import AlbertDense
 from albert_tf.layers.int8_linear import Int8Linear
 from albert_tf.layers.layer_norm import AlbertLayerNormalization
+from albert_tf.layers.walk import distinct_layers
 
 #: What ``--serving_precision`` accepts.
 SERVING_PRECISIONS = ("float32", "bfloat16", "int8")
@@ -82,7 +83,7 @@ def replace_projections(
     functions saves their variables as captures: `export.signature_root`).
     """
     made: list[tf.Module] = []
-    for layer in _distinct_layers(model):
+    for layer in distinct_layers(model):
         if isinstance(layer, AlbertAttention) and attention is not None:
             layer.serving_projections = {
                 "qkv": attention(*layer.qkv_weights(fold_scale=False), name="qkv"),
@@ -127,21 +128,11 @@ def freeze_layer_norms(model: keras.Model) -> int:
     """Freezes ``model``'s LayerNorms (`AlbertLayerNormalization.freeze`) so that
     the exported graph runs each as one fused op; returns how many distinct ones."""
     count = 0
-    for layer in _distinct_layers(model):
+    for layer in distinct_layers(model):
         if isinstance(layer, AlbertLayerNormalization):
             layer.freeze()
             count += 1
     return count
-
-
-def _distinct_layers(model: keras.Model) -> list[keras.layers.Layer]:
-    seen: set[int] = set()
-    layers = []
-    for layer in model._flatten_layers(include_self=False, recursive=True):
-        if id(layer) not in seen:
-            seen.add(id(layer))
-            layers.append(layer)
-    return layers
 
 
 def load_for_serving(

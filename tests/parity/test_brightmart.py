@@ -8,9 +8,8 @@ import json
 
 import numpy as np
 import pytest
-import tensorflow as tf
 from numerics import albert_budget, assert_normwise_close
-from testing_utils import random_batch
+from testing_utils import random_batch, write_tf1_checkpoint
 
 import albert_tf
 from albert_tf.checkpoints.convert import convert
@@ -75,21 +74,9 @@ def write_brightmart_checkpoint(directory, e: int, config_e: int) -> tuple[str, 
         f["max_position_embeddings"],
         f["type_vocab_size"],
     )
-    rng = np.random.RandomState(11)
-    arrays = {}
-    for name, shape in shapes.items():
-        scale = 0.5 if name.endswith(("bias", "beta", "gamma")) else 0.2
-        centre = 1.0 if name.endswith("gamma") else 0.0
-        arrays[name] = (rng.randn(*shape) * scale + centre).astype(np.float32)
-    saved = {**arrays, "global_step": np.array(125000, np.int64)}
     prefix = str(directory / "albert_model.ckpt")
-    names = sorted(saved)
-    tf.raw_ops.SaveV2(
-        prefix=prefix,
-        tensor_names=names,
-        shape_and_slices=[""] * len(names),
-        tensors=[tf.constant(saved[n]) for n in names],
-    )
+    step = {"global_step": np.array(125000, np.int64)}
+    arrays = write_tf1_checkpoint(prefix, shapes, seed=11, extra=step)
     # brightmart's albert_config_base.json, with its keys the code never reads.
     config = {**f, "embedding_size": config_e, "hidden_act": "gelu", "initializer_range": 0.02}
     config |= dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

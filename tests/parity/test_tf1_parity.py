@@ -4,11 +4,10 @@ import json
 
 import numpy as np
 import pytest
-import tensorflow as tf
 import torch
 import transformers
 from hf_reference import HF_FIELDS, max_abs_diff, torch_inputs
-from testing_utils import random_batch
+from testing_utils import random_batch, write_tf1_checkpoint
 from transformers.models.albert.modeling_albert import load_tf_weights_in_albert
 
 import albert_tf
@@ -58,25 +57,16 @@ def official_variables(f) -> dict[str, tuple[int, ...]]:
 
 
 def write_official_checkpoint(directory, fields, extra=None):
-    rng = np.random.RandomState(7)
-    arrays = {}
-    for name, shape in official_variables(fields).items():
-        scale = 0.5 if name.endswith(("bias", "beta", "gamma")) else 0.2
-        centre = 1.0 if name.endswith("gamma") else 0.0
-        arrays[name] = (rng.randn(*shape) * scale + centre).astype(np.float32)
     # What real checkpoints also carry: optimizer slots and the step.
-    arrays["bert/pooler/dense/kernel/adam_m"] = np.zeros((fields["hidden_size"],) * 2, np.float32)
-    arrays["bert/pooler/dense/kernel/adam_v"] = np.zeros((fields["hidden_size"],) * 2, np.float32)
-    arrays["global_step"] = np.array(1000, np.int64)
-    arrays.update(extra or {})
+    slot = np.zeros((fields["hidden_size"],) * 2, np.float32)
+    saved = {
+        "bert/pooler/dense/kernel/adam_m": slot,
+        "bert/pooler/dense/kernel/adam_v": slot,
+        "global_step": np.array(1000, np.int64),
+        **(extra or {}),
+    }
     prefix = str(directory / "model.ckpt-1000")
-    names = sorted(arrays)
-    tf.raw_ops.SaveV2(
-        prefix=prefix,
-        tensor_names=names,
-        shape_and_slices=[""] * len(names),
-        tensors=[tf.constant(arrays[n]) for n in names],
-    )
+    write_tf1_checkpoint(prefix, official_variables(fields), seed=7, extra=saved)
     official = {
         k: v for k, v in fields.items() if k not in ("layer_norm_eps", "classifier_dropout_prob")
     }

@@ -93,6 +93,7 @@ np.savez(
     mlm_logits=mlm["mlm_logits"].numpy(),
     special=np.array([special[k] for k in sorted(special)]),
     special_names=np.array(sorted(special)),
+    texts=np.array(texts),
     loss_before=before,
     loss_after=after,
     encoder_weights_moved=moved,

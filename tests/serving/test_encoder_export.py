@@ -21,16 +21,6 @@ from albert_tf.serving.encoder_export import export_encoder
 from albert_tf.tokenizers import load_tokenizer
 
 HERE = Path(__file__).parent
-TEXTS = [
-    "the cat sat on the mat",
-    "a dog ran in the park",
-    "the sun is hot today",
-    "we went to the sea",
-    "birds sing in the morning",
-    "rain fell all night long",
-    "she reads a long book",
-    "he plays the old piano",
-]
 SEQ = 24
 
 
@@ -86,9 +76,10 @@ def test_encoder_outputs_are_the_models(exported):
     np.testing.assert_array_equal(user["inference_again"], user["pooled"])
     assert np.abs(user["training_output"] - user["pooled"]).max() > 1e-3
     # One output per layer application, the last being the sequence output.
-    assert user["layers"].shape == (config.num_hidden_layers, len(TEXTS), SEQ, config.hidden_size)
+    texts = user["texts"].tolist()
+    assert user["layers"].shape == (config.num_hidden_layers, len(texts), SEQ, config.hidden_size)
     np.testing.assert_array_equal(user["layers"][-1], user["sequence"])
-    mlm = model({**backbone_inputs, "mask_positions": np.array([[1, 2]] * len(TEXTS))})
+    mlm = model({**backbone_inputs, "mask_positions": np.array([[1, 2]] * len(texts))})
     assert_normwise_close(user["mlm_logits"], mlm["mlm_logits"], rtol=budget)
 
 
@@ -110,12 +101,13 @@ def _pack(segments: list[list[int]], seq_length: int, cls: int, sep: int, pad: i
 
 def test_preprocessor_packs_as_defined(exported):
     _, tokenizer, _, _, user = exported
-    pieces = [tokenizer.tokenize(np.array([t])).numpy()[0].tolist() for t in TEXTS]
+    texts = user["texts"].tolist()  # the user's sentences
+    pieces = [tokenizer.tokenize(np.array([t])).numpy()[0].tolist() for t in texts]
     ids = (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)
     for row, text_pieces in enumerate(pieces):
         want = _pack([text_pieces], SEQ, *ids)
         got = [user[f"packed_{k}"][row].tolist() for k in ("input_word_ids", "input_mask")]
-        assert got == [want[0], want[1]], TEXTS[row]
+        assert got == [want[0], want[1]], texts[row]
         assert user["packed_input_type_ids"][row].tolist() == want[2]
     for row in range(2):  # pairs packed to 12: both segments are trimmed
         want = _pack([pieces[row], pieces[row + 2]], 12, *ids)
