@@ -154,6 +154,22 @@ def _fresh_seed() -> tf.Tensor:
     )
 
 
+def _rows_of_worker(num_workers: int, index: int):
+    """A map function: worker ``index``'s contiguous part of every batch tensor,
+    as `albert_tf.training.steps.replica_slices` cuts a global batch."""
+    if not 0 <= index < num_workers:
+        raise ValueError(f"worker index {index} is not in [0, {num_workers})")
+
+    def rows(*batch):
+        def take(t):
+            n = tf.shape(t)[0]
+            return t[index * n // num_workers : (index + 1) * n // num_workers]
+
+        return tf.nest.map_structure(take, batch)
+
+    return rows
+
+
 def _token_budget_batches(
     ds: tf.data.Dataset,
     *,
@@ -240,6 +256,7 @@ def pretraining_dataset(
     shuffle_buffer_size: int = 10_000,
     drop_remainder: bool = True,
     input_context: tf.distribute.InputContext | None = None,
+    worker_rows: tuple[int, int] | None = None,
     cycle_length: int = 8,
     return_spans: bool = False,
     tokens_per_batch: int | None = None,
@@ -269,6 +286,14 @@ def pretraining_dataset(
         there are fewer files than pipelines) with its own seed. With
         ``data_service`` the pipelines share one job instead, which deals
         batches out among them.
+      worker_rows: ``(num_workers, worker_index)``: each batch is this worker's
+        rows of the global batch (its index-th of num_workers contiguous
+        parts). Every worker reads the same records in the same order; only
+        its rows are parsed and masked (with token budgets, all rows are
+        masked: the budget groups by length after masking). So N workers
+        train on exactly the global batches of one, the input position is
+        the same on every worker (the chief's checkpoint holds it for all),
+        and each masks 1/N of the examples.
       return_spans: add ``span_lengths`` to features (for tests/statistics).
       tokens_per_batch: token budget of a batch (instead of ``batch_size``,
         which is then unused): each batch holds examples of one bucket, as
@@ -430,8 +455,12 @@ def pretraining_dataset(
         }
         return features, labels
 
+    if worker_rows is not None and input_context is not None:
+        raise ValueError("worker_rows and input_context are two ways to split input: pick one")
     if tokens_per_batch is None:
         ds = ds.batch(per_replica_batch, drop_remainder=drop_remainder)
+        if worker_rows is not None:
+            ds = ds.map(_rows_of_worker(*worker_rows))
         ds = ds.map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     else:
         # Masked as fixed batches are (same seeds, same masks), then regrouped.
@@ -447,6 +476,8 @@ def pretraining_dataset(
             masked_lm_prob=masked_lm_prob,
             drop_remainder=drop_remainder,
         )
+        if worker_rows is not None:
+            ds = ds.map(_rows_of_worker(*worker_rows))
     if data_service:
         check_serializable(ds)
         # Workers keep batches ready; the client prefetches what arrives.

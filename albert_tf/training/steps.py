@@ -36,6 +36,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.training.optimization import AlbertOptimizer
+from albert_tf.training.strategies import num_workers
 
 #: What every training step adds to its objective's sums.
 COMMON_SUMS = ("grad_norm", "examples", "tokens")
@@ -44,16 +45,22 @@ COMMON_SUMS = ("grad_norm", "examples", "tokens")
 MAX_CONSECUTIVE_NONFINITE_STEPS = 10
 
 
-def replica_slices(strategy: tf.distribute.Strategy, batch):
+def replica_slices(strategy: tf.distribute.Strategy, batch, per_worker: bool = False):
     """Each replica's contiguous slice of a global batch, as a distributed value.
 
     Called inside a compiled step, so the split costs the host nothing. A
     batch of fewer rows than replicas leaves some replicas an empty slice.
+    With ``per_worker``, ``batch`` is this worker's rows of the global batch
+    (`albert_tf.data.pipeline.pretraining_dataset`'s ``worker_rows``), split
+    among its local replicas: the same rows per replica as a global batch.
     """
     n = strategy.num_replicas_in_sync
+    if per_worker:
+        n //= num_workers(strategy)
 
     def replica_slice(context):
-        r = context.replica_id_in_sync_group
+        # Replica ids run worker by worker: the local index is the remainder.
+        r = context.replica_id_in_sync_group % n
 
         def take(t):
             rows = tf.shape(t)[0]  # a last batch may be short
@@ -65,7 +72,7 @@ def replica_slices(strategy: tf.distribute.Strategy, batch):
 
 
 def batch_counts(features) -> dict[str, tf.Tensor]:
-    """Examples and real tokens of a global batch (their sizes vary)."""
+    """Examples and real tokens of a batch or a replica's slice (sizes vary)."""
     mask = features["padding_mask"]
     return {
         "examples": tf.cast(tf.shape(mask)[0], tf.float32),
@@ -103,6 +110,8 @@ class TrainingSteps:
         gradient_accumulation_steps: micro-batches per optimizer step.
         jit_compile: XLA for the forward and backward pass.
         max_consecutive_nonfinite_steps: where `train_loop` stops early.
+        input_per_worker: training batches are each worker's rows of the global
+            batch, not the global batch (see `replica_slices`).
         batch_spec: ``(features, labels)`` `tf.TensorSpec` structure of a global
             micro-batch; with unknown dimensions, batches padded to their own
             length share one trace (default: a trace per shape, as fixed-shape
@@ -138,6 +147,7 @@ class TrainingSteps:
         jit_compile: bool = False,
         max_consecutive_nonfinite_steps: int = MAX_CONSECUTIVE_NONFINITE_STEPS,
         batch_spec=None,
+        input_per_worker: bool = False,
     ):
         self.model = model
         self.optimizer = optimizer
@@ -145,6 +155,7 @@ class TrainingSteps:
         self.num_replicas = strategy.num_replicas_in_sync
         self.clip_norm = clip_norm
         self.jit_compile = jit_compile
+        self.input_per_worker = input_per_worker
         self.max_consecutive_nonfinite_steps = max_consecutive_nonfinite_steps
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.variables = list(model.trainable_variables if variables is None else variables)
@@ -229,7 +240,6 @@ class TrainingSteps:
 
     # ------------------------------------------------------------------ replica code
     def _forward(self, features, labels, training: bool):
-        # How the layers compute is the model's own (albert_tf.layers.implementations).
         return self.forward_sums(features, labels, training)
 
     def _normalizers(self, labels):
@@ -329,10 +339,14 @@ class TrainingSteps:
             # Exact for both skipping paths (ours and LossScaleOptimizer's).
             return {"applied": self.optimizer.iterations > step_before}
 
+        def training_slices(batch):
+            return replica_slices(strategy, batch, per_worker=self.input_per_worker)
+
         def fused_step(features, labels):
             grads, sums = self._gradients(features, labels, self._normalizers(labels))
             sums["grad_norm"] = self._apply(grads) / self.num_replicas
-            return sums
+            # Counted per slice and summed: a worker may hold only its rows.
+            return {**sums, **batch_counts(features)}
 
         def accumulate_step(features, labels, normalizers):
             # Normalised by the whole step's counts: k micro-batches then sum
@@ -340,7 +354,7 @@ class TrainingSteps:
             grads, sums = self._gradients(features, labels, normalizers)
             for acc, g in zip(self._accumulators, grads, strict=True):
                 acc.assign_add(g)
-            return sums
+            return {**sums, **batch_counts(features)}
 
         def apply_accumulated():
             norm = self._apply([acc.read_value() for acc in self._accumulators])
@@ -353,9 +367,8 @@ class TrainingSteps:
 
         def train_body(features, labels):
             before = tf.identity(self.optimizer.iterations)
-            distributed = replica_slices(strategy, (features, labels))
-            sums = reduce(strategy.run(fused_step, args=distributed))
-            return {**sums, **batch_counts(features), **applied(before)}
+            sums = reduce(strategy.run(fused_step, args=training_slices((features, labels))))
+            return {**sums, **applied(before)}
 
         step_sums = self.step_sums
 
@@ -393,15 +406,20 @@ class TrainingSteps:
 
         @function([labels_spec] * accumulation)
         def count_fn(labels_list):
-            # The whole step's counts: the global batches' own, the same as
-            # all-reducing every replica's.
-            return tf.maximum(tf.add_n([self.local_counts(y) for y in labels_list]), 1.0)
+            # The whole step's counts, all-reduced over every replica's slices.
+            def counts(*slices):
+                local = tf.add_n([self.local_counts(y) for y in slices])
+                ctx = tf.distribute.get_replica_context()
+                return ctx.all_reduce(tf.distribute.ReduceOp.SUM, local)
+
+            per_replica = strategy.run(counts, args=[training_slices(y) for y in labels_list])
+            total = strategy.experimental_local_results(per_replica)[0]
+            return tf.maximum(total, 1.0)
 
         @function(features_spec, labels_spec, counts_spec)
         def accumulate_fn(features, labels, normalizers):
-            distributed = replica_slices(strategy, (features, labels))
-            sums = reduce(strategy.run(accumulate_step, args=(*distributed, normalizers)))
-            return {**sums, **batch_counts(features)}
+            distributed = training_slices((features, labels))
+            return reduce(strategy.run(accumulate_step, args=(*distributed, normalizers)))
 
         @tf.function
         def apply_fn():

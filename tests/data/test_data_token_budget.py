@@ -116,3 +116,23 @@ def test_batches_split_evenly_over_replicas(shard):
     assert set(sizes) == {(6, 16), (3, 32), (3, 64)}
     with pytest.raises(ValueError, match="end at max_seq_length"):
         _dataset(path, tokens_per_batch=TOKENS, bucket_lengths=[16, 32])
+
+
+@pytest.mark.parametrize("budget", [None, 96], ids=["fixed", "token_budget"])
+@pytest.mark.parametrize("workers", [2, 3])
+def test_workers_rows_make_up_the_global_batches(shard, workers, budget):
+    # Each worker of a multi-worker run parses (and, with fixed batches, masks) only
+    # its contiguous rows; laid end to end they are the global batch, masks included.
+    path, _ = shard
+    kw = dict(batch_size=6, tokens_per_batch=budget, bucket_lengths=BUCKETS)
+    kw |= dict(batch_size_multiple=6, drop_remainder=True)
+    whole = list(_dataset(path, **kw))
+    parts = [list(_dataset(path, worker_rows=(workers, i), **kw)) for i in range(workers)]
+    assert len(whole) > 5 and all(len(p) == len(whole) for p in parts)
+    for step, (features, labels) in enumerate(whole):
+        for name, tensor in {**features, **labels}.items():
+            pieces = [(p[step][0] | p[step][1])[name].numpy() for p in parts]
+            assert [len(x) for x in pieces] == [len(tensor) // workers] * workers
+            np.testing.assert_array_equal(np.concatenate(pieces), tensor.numpy(), err_msg=name)
+    with pytest.raises(ValueError, match="worker index 2 is not in"):
+        _dataset(path, worker_rows=(2, 2))

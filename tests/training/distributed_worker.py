@@ -45,6 +45,11 @@ options = PretrainingOptions(
 trainer = PretrainingTrainer(config, options, strategy)
 trainer.train(log=lambda *_: None)
 assert trainer.step == 5, trainer.step
+# How many rows of each global batch this process parses and masks.
+features, _ = next(trainer.train_iterator)
 np.savez(
-    out, *[np.asarray(w) for w in trainer.model.weights], replicas=strategy.num_replicas_in_sync
+    out,
+    *[np.asarray(w) for w in trainer.model.weights],
+    replicas=strategy.num_replicas_in_sync,
+    rows=features["token_ids"].shape[0],
 )

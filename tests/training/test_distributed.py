@@ -97,6 +97,12 @@ def test_two_workers_agree_and_equal_one_worker(prepared, single, tmp_path):
     assert r0 == r1 == 2
     assert _max_diff(w0, w1) == 0.0  # synchronous training: bit-identical
     assert _max_diff(w0, single) < 1e-5
+    # Each worker parsed and masked only its half of every global batch of 8.
+    assert [int(np.load(tmp_path / f"w{i}.npz")["rows"]) for i in (0, 1)] == [4, 4]
+    # So each saved its own input position, beside the chief's checkpoints.
+    positions = tmp_path / "model" / "input_positions" / "2_workers"
+    for worker in (0, 1):
+        assert (positions / f"worker_{worker}" / "ckpt-5.index").exists()
     # Only the chief wrote checkpoints; the other worker cleaned its scratch.
     assert os.path.isdir(tmp_path / "model" / "checkpoints")
     assert not os.path.exists(tmp_path / "model" / "worker_1_scratch")

@@ -7,6 +7,7 @@ and learning curve of a run that was never interrupted.
 """
 
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -216,3 +217,42 @@ def test_a_lost_worker_stops_the_survivor_and_both_resume(prepared, two_worker_r
         assert code == 0, err[-3000:]
         assert "resumed from step 5 " in out
     assert _max_diff(model_dir, two_worker_reference) < 1e-5
+
+
+def _copy_without_final(source, target):
+    shutil.copytree(source, target)
+    shutil.rmtree(target / "final")
+    return target
+
+
+def test_two_workers_skip_a_checkpoint_one_worker_saved_no_input_position_for(
+    prepared, two_worker_reference, tmp_path
+):
+    # Each worker saves its own input position before the run's checkpoint; a
+    # save cut short after worker 0's but before worker 1's leaves ckpt-12
+    # without worker 1's position. Both workers must then resume from step 10,
+    # where each has its own, and end where an uninterrupted run ends.
+    model_dir = _copy_without_final(two_worker_reference, tmp_path / "run")
+    positions = model_dir / "input_positions" / "2_workers"
+    assert sorted(p.name for p in positions.iterdir()) == ["worker_0", "worker_1"]
+    for path in (positions / "worker_1").glob("ckpt-12.*"):
+        path.unlink()
+    for code, out, err in _finish(_start_workers(prepared, model_dir)):
+        assert code == 0, err[-3000:]
+        assert "the input position of worker(s) 1 at step 12 is missing" in out
+        assert "resumed from step 10 " in out
+    assert _max_diff(model_dir, two_worker_reference) < 1e-5
+
+
+def test_one_process_resumes_two_workers_checkpoint_with_the_input_from_the_start(
+    prepared, two_worker_reference, tmp_path
+):
+    # The workers' input positions hold rows cut for two workers: one process
+    # cannot continue them, so it says so and reads the data from the start.
+    model_dir = _copy_without_final(two_worker_reference, tmp_path / "run")
+    result = _run(prepared, model_dir, f"--num_train_steps={STEPS + 1}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ckpt-12 holds no input position (a multi-worker" in result.stdout
+    assert "starts again from the beginning of the data" in result.stdout
+    assert "resumed from step 12 " in result.stdout
+    assert _saved_steps(model_dir)[-1] == STEPS + 1

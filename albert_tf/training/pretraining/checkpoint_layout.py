@@ -18,6 +18,7 @@ import tensorflow as tf
 from albert_tf import storage
 
 CHECKPOINT_SUBDIR = "checkpoints"
+INPUT_POSITIONS_SUBDIR = "input_positions"
 
 
 def chief_checkpoint_dir(model_dir: str) -> str:
@@ -30,6 +31,35 @@ def checkpoint_dir(model_dir: str, chief: bool, worker: int) -> str:
     if chief:
         return chief_checkpoint_dir(model_dir)
     return os.path.join(model_dir, f"worker_{worker}_scratch")
+
+
+def input_positions_dir(model_dir: str, workers: int) -> str:
+    """Where the workers of an N-worker run keep their input positions."""
+    return os.path.join(model_dir, INPUT_POSITIONS_SUBDIR, f"{workers}_workers")
+
+
+def input_position_dir(model_dir: str, workers: int, worker: int) -> str:
+    """Where worker ``worker`` of a ``workers``-worker run saves its input position."""
+    return os.path.join(input_positions_dir(model_dir, workers), f"worker_{worker}")
+
+
+def workers_without_input_position(model_dir: str, workers: int, step: int) -> list[int]:
+    """The workers of an N-worker run whose input position of ``step`` is not on disk.
+
+    Every worker asks the same files, so all of them come to the same answer.
+    """
+    return [
+        worker
+        for worker in range(workers)
+        if not storage.exists(
+            checkpoint_path(input_position_dir(model_dir, workers, worker), step) + ".index"
+        )
+    ]
+
+
+def checkpoint_step(path: str) -> int:
+    """The step of a checkpoint prefix ``.../ckpt-<step>``."""
+    return int(path.rsplit("-", 1)[1])
 
 
 def checkpoint_path(directory: str, step: int) -> str:

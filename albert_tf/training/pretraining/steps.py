@@ -16,6 +16,7 @@ from albert_tf.models.pretraining_model import AlbertPretrainingModel
 from albert_tf.training.losses import masked_lm_sums, sentence_order_sums
 from albert_tf.training.pretraining.options import PretrainingOptions
 from albert_tf.training.steps import COMMON_SUMS, TrainingSteps
+from albert_tf.training.strategies import num_workers
 
 
 def variables_to_train(model: AlbertPretrainingModel, sentence_task: str) -> list:
@@ -78,6 +79,7 @@ class PretrainingSteps(TrainingSteps):
             gradient_accumulation_steps=options.gradient_accumulation_steps,
             jit_compile=bool(options.jit_compile),
             max_consecutive_nonfinite_steps=options.max_consecutive_nonfinite_steps,
+            input_per_worker=num_workers(strategy) > 1 and not options.data_service,
         )
 
     def forward_sums(self, features, labels, training: bool):

@@ -9,7 +9,8 @@ multi-worker, TPU). `PretrainingTrainer` is the loop; its parts live beside it:
   accumulated).
 * `albert_tf.training.pretraining.checkpoint_layout`: where checkpoints go. They hold
   model, optimizer (its step counter is the global step) and the input
-  iterator, so a restarted run continues where it stopped on the same data.
+  iterator (with several workers, each worker's own, beside them), so a
+  restarted run continues where it stopped on the same data.
 * `albert_tf.training.pretraining.run_record`: refuses to resume another model or recipe.
 * `albert_tf.training.metrics_log`: TensorBoard and ``metrics.jsonl``.
 """
@@ -120,9 +121,14 @@ def build_optimizer(options: PretrainingOptions) -> keras.optimizers.Optimizer:
     )
 
 
-def build_inputs(options: PretrainingOptions, num_replicas: int = 1) -> tf.data.Dataset:
+def build_inputs(
+    options: PretrainingOptions,
+    num_replicas: int = 1,
+    worker_rows: tuple[int, int] | None = None,
+) -> tf.data.Dataset:
     """The run's masked global batches (features, labels), each a multiple of
-    ``num_replicas`` examples."""
+    ``num_replicas`` examples; with ``worker_rows`` ``(num_workers, index)``,
+    this worker's rows of each."""
     return pretraining_dataset(
         options.train_files,
         batch_size=options.micro_batch_size,
@@ -131,6 +137,7 @@ def build_inputs(options: PretrainingOptions, num_replicas: int = 1) -> tf.data.
         seed=options.seed,
         tokens_per_batch=options.micro_batch_tokens,
         batch_size_multiple=num_replicas,
+        worker_rows=worker_rows,
         data_service=options.data_service,
         data_service_mode=options.data_service_mode,
         job_name=data_service_job_name(options) if options.data_service else None,
@@ -159,7 +166,7 @@ class PretrainingTrainer:
         self.num_replicas = self.strategy.num_replicas_in_sync
         options.validate(self.num_replicas)
         if options.data_service and num_workers(self.strategy) > 1:
-            # Every worker must read the same records in the same order (see
+            # Every worker must read the same global batch (see
             # albert_tf.training.steps.replica_slices); a service job hands each batch to
             # one reader only.
             raise ValueError(
@@ -202,23 +209,37 @@ class PretrainingTrainer:
             self.optimizer = build_optimizer(options)
             self.steps = PretrainingSteps(self.model, self.optimizer, self.strategy, options)
             self.hooks.install(self.steps)
-        # A plain iterator over global batches: checkpointable (a
-        # DistributedIterator is not), and identical on every worker, so the
-        # chief's saved position is right for all of them. With a tf.data
-        # service the global batches come from the service, one per request.
-        self.train_iterator = iter(build_inputs(options, self.num_replicas))
+        # A plain iterator: checkpointable (a DistributedIterator is not). Every
+        # worker reads the same records in the same order and parses and masks
+        # only its rows of each global batch. tf.data's buffers then hold rows
+        # cut for this worker, so each worker saves its own input position
+        # (checkpoint_layout). With a tf.data service the global batches come
+        # from the service, one per request.
+        self.workers = num_workers(self.strategy)
+        self.worker = worker_index(self.strategy)
+        worker_rows = (self.workers, self.worker) if self.workers > 1 else None
+        self.train_iterator = iter(build_inputs(options, self.num_replicas, worker_rows))
         # A service iterator cannot be saved: its run resumes with the
         # service's next batches instead of at the same input position.
+        in_checkpoint = not options.data_service and worker_rows is None
         self.checkpoint = checkpoint_layout.training_checkpoint(
             self.model,
             self.optimizer,
-            None if options.data_service else self.train_iterator,
+            self.train_iterator if in_checkpoint else None,
         )
         self.manager = tf.train.CheckpointManager(
             self.checkpoint,
             self._checkpoint_dir(),
             max_to_keep=options.keep_checkpoint_max,
         )
+        #: This worker's own input positions (multi-worker runs only).
+        self.input_manager: tf.train.CheckpointManager | None = None
+        if worker_rows is not None:
+            self.input_manager = tf.train.CheckpointManager(
+                tf.train.Checkpoint(iterator=self.train_iterator),
+                checkpoint_layout.input_position_dir(options.model_dir, *worker_rows),
+                max_to_keep=options.keep_checkpoint_max,
+            )
         # Only a run that could be set up claims the directory.
         if self.chief:
             run_record.write_run_record(options.model_dir, run_record.run_record(config, options))
@@ -270,13 +291,15 @@ class PretrainingTrainer:
         directory = checkpoint_layout.chief_checkpoint_dir(self.options.model_dir)
         damaged = []
         for path in checkpoint_layout.saved_checkpoints(directory):
+            input_position = self._input_position_of(path, log)
+            if input_position == "incomplete":
+                damaged.append(path)
+                continue
             try:
                 checkpoint = self.checkpoint
-                if (
-                    not checkpoint_layout.holds_input_position(path)
-                    and not self.options.data_service
-                ):
-                    # Written by a --data_service run: the input starts afresh.
+                if input_position == "afresh" and self.input_manager is None:
+                    # Saved by a --data_service or multi-worker run: no
+                    # position of this run's kind to continue from.
                     checkpoint = checkpoint_layout.training_checkpoint(self.model, self.optimizer)
                 # Every variable is assigned again by an older checkpoint if
                 # this one fails part-way.
@@ -288,6 +311,8 @@ class PretrainingTrainer:
                 log(f"skipping damaged checkpoint {path}: {type(e).__name__}: {reason}")
                 damaged.append(path)
                 continue
+            if input_position == "own":
+                self._restore_own_input_position(checkpoint_layout.checkpoint_step(path))
             self.restored_from = path
             return self.step
         if damaged:
@@ -297,6 +322,61 @@ class PretrainingTrainer:
                 "from a backup, or move them away (or pass a new --model_dir) to start again."
             )
         return self.step
+
+    def _input_position_of(self, path: str, log) -> str:
+        """How the run's input resumes from the checkpoint at ``path``: ``"saved"`` (in
+        it), ``"own"`` (each worker's, beside it), ``"incomplete"`` (some worker's is
+        missing: a save cut short; try an older checkpoint) or ``"afresh"`` (none of
+        this run's kind: the input starts again from the beginning)."""
+        options = self.options
+        if options.data_service:
+            return "afresh"  # the service deals the next batches; nothing to say
+        step = checkpoint_layout.checkpoint_step(path)
+        if self.input_manager is None:
+            if checkpoint_layout.holds_input_position(path):
+                return "saved"
+            log(
+                f"{path} holds no input position (a multi-worker or --data_service run "
+                "saved it): the input starts again from the beginning of the data"
+            )
+            return "afresh"
+        missing = checkpoint_layout.workers_without_input_position(
+            options.model_dir, self.workers, step
+        )
+        if not missing:
+            return "own"
+        # Every worker sees the same files, so all take the same branch. Each
+        # writes its position before the checkpoint, so the chief's is there
+        # whenever positions of this worker count were saved at all.
+        positions = checkpoint_layout.input_positions_dir(options.model_dir, self.workers)
+        if len(missing) < self.workers:
+            log(
+                f"skipping checkpoint {path}: the input position of worker(s) "
+                f"{', '.join(map(str, missing))} at step {step} is missing from {positions} "
+                "(a save cut short)"
+            )
+            return "incomplete"
+        log(
+            f"{path} has no input positions for {self.workers} workers (a run with another "
+            "number of workers, or one process, saved it): the input starts again from the "
+            "beginning of the data"
+        )
+        return "afresh"
+
+    def _restore_own_input_position(self, step: int) -> None:
+        prefix = checkpoint_layout.checkpoint_path(self.input_manager.directory, step)
+        positions = checkpoint_layout.input_positions_dir(self.options.model_dir, self.workers)
+        try:
+            self.input_manager.checkpoint.restore(prefix).assert_existing_objects_matched()
+        except (tf.errors.OpError, IndexError, AssertionError) as e:
+            # Not skipped to an older checkpoint: the other workers, whose
+            # positions read back, would resume at another step.
+            raise RuntimeError(
+                f"Worker {self.worker}'s input position {prefix} could not be read "
+                f"({type(e).__name__}: {str(e).strip().splitlines()[0][:200]}). Restore it "
+                f"from a backup, or move {positions} away to resume with the input starting "
+                "from the beginning of the data."
+            ) from e
 
     def train(self, log=print) -> dict[str, float]:
         """Trains to ``num_train_steps`` from wherever the checkpoint left off."""
@@ -331,7 +411,7 @@ class PretrainingTrainer:
             saved = checkpoint_layout.saved_checkpoints(
                 checkpoint_layout.chief_checkpoint_dir(options.model_dir)
             )
-            resume = int(saved[0].rsplit("-", 1)[1]) if saved else 0
+            resume = checkpoint_layout.checkpoint_step(saved[0]) if saved else 0
             raise WorkerLostError(worker_lost_message(e, self.step, resume)) from e
         bar.close()
         self._save_current_step()
@@ -446,7 +526,7 @@ class PretrainingTrainer:
             if step % options.save_checkpoints_steps == 0:
                 self.hooks.before_save(step)
                 self.hooks.during_save(step, functools.partial(self._write_half, step))
-                self.manager.save(checkpoint_number=step)
+                self._save(step)
             self.hooks.on_step_end(step)
         return last
 
@@ -458,7 +538,15 @@ class PretrainingTrainer:
     def _save_current_step(self) -> None:
         current = checkpoint_layout.checkpoint_path(self._checkpoint_dir(), self.step)
         if self.manager.latest_checkpoint != current:
-            self.manager.save(checkpoint_number=self.step)
+            self._save(self.step)
+
+    def _save(self, step: int) -> None:
+        # This worker's input position first: the run's checkpoint of a step is
+        # written last, so a save cut short leaves no checkpoint that claims
+        # positions it lacks.
+        if self.input_manager is not None:
+            self.input_manager.save(checkpoint_number=step)
+        self.manager.save(checkpoint_number=step)
 
     def _preempted(self, bar, log) -> None:
         bar.close()
