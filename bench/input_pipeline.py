@@ -9,6 +9,7 @@ continuation pieces (like English SentencePiece). Writes
     python bench/input_pipeline.py            # both lengths
     python bench/input_pipeline.py --seq_lengths=128 --num_batches=50
     python bench/input_pipeline.py --no-training_step   # pipeline only
+    python bench/input_pipeline.py --workers=1,2,4      # one worker of N's share
 
 `compare_with_training_step` is the hook for the model's pretraining step:
 it times a train step fed by the pipeline against the same step on one
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import common
 import numpy as np
 import tensorflow as tf
 
@@ -83,6 +85,7 @@ def benchmark_input_pipeline(
     num_batches: int = 100,
     num_examples: int = 4000,
     repeats: int = 3,
+    workers: tuple[int, ...] = (1,),
 ) -> dict[str, Any]:
     vocab = synthetic_vocab()
     results: dict[str, Any] = {
@@ -92,27 +95,38 @@ def benchmark_input_pipeline(
         "cpu_count": os.cpu_count(),
         "load_average_1min_before": round(os.getloadavg()[0], 2),
         "machine": platform.machine(),
+        "host": common.machine_info(),
         "tensorflow": tf.__version__,
         "results": {},
     }
     for seq_length in seq_lengths:
         with tempfile.TemporaryDirectory() as d:
             pattern = write_synthetic_shards(d, seq_length, num_examples)
-            ds = pretraining_dataset(
-                pattern,
-                batch_size=batch_size,
-                max_seq_length=seq_length,
-                tokenizer=vocab,
-                seed=0,
-            )
-            # Best of `repeats`: other processes on a shared machine only slow
-            # a run down, so the fastest is the least disturbed.
-            runs = [measure(ds, batch_size, num_batches) for _ in range(repeats)]
+            by_workers = {}
+            for n in workers:
+                # Worker 0 of n: the same records, only its rows parsed and masked.
+                ds = pretraining_dataset(
+                    pattern,
+                    batch_size=batch_size,
+                    max_seq_length=seq_length,
+                    tokenizer=vocab,
+                    seed=0,
+                    worker_rows=(n, 0) if n > 1 else None,
+                )
+                # Best of `repeats`: other processes on a shared machine only slow
+                # a run down, so the fastest is the least disturbed. Counted in
+                # global examples: what n such workers feed together.
+                by_workers[n] = [measure(ds, batch_size, num_batches) for _ in range(repeats)]
+        first = workers[0]
         results["results"][str(seq_length)] = {
-            "examples_per_second": round(max(runs), 1),
-            "all_runs": [round(r, 1) for r in runs],
+            "examples_per_second": round(max(by_workers[first]), 1),
+            "all_runs": [round(r, 1) for r in by_workers[first]],
             "max_predictions_per_seq": int(round(0.15 * seq_length)),
         }
+        if len(workers) > 1:
+            results["results"][str(seq_length)]["global_examples_per_second_by_workers"] = {
+                str(n): round(max(runs), 1) for n, runs in by_workers.items()
+            }
     return results
 
 
@@ -188,6 +202,11 @@ def main() -> None:
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--num_batches", type=int, default=100)
     parser.add_argument(
+        "--workers",
+        default="1",
+        help="worker counts: time worker 0 of each (its rows of every global batch)",
+    )
+    parser.add_argument(
         "--training_step",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -199,6 +218,7 @@ def main() -> None:
         tuple(int(s) for s in args.seq_lengths.split(",")),
         batch_size=args.batch_size,
         num_batches=args.num_batches,
+        workers=tuple(int(n) for n in args.workers.split(",")),
     )
     if args.training_step:
         # ALBERT-base batches that fit a CPU step in seconds; consumption is
