@@ -3,21 +3,35 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from testing_utils import BUILDS_ENV, build_lock  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def mc_models(tmp_path_factory):
-    """Tiny English and Chinese multiple-choice models, built once per session
+def shared_builds(tmp_path_factory) -> Path:
+    """Where session-wide builds go: ``$ALBERT_TF_TEST_BUILDS`` if set, else the
+    folder every pytest-xdist worker of this run shares (``-n 2``), else this
+    session's base temp. Build into it under `testing_utils.build_lock`."""
+    if os.environ.get(BUILDS_ENV):
+        return Path(os.environ[BUILDS_ENV])
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def mc_models(shared_builds):
+    """Tiny English and Chinese multiple-choice models, built once per run
     (tests/finetune, tests/serving and tests/apps share them; see mc_helpers)."""
     from mc_helpers import models
 
-    return models(tmp_path_factory.getbasetemp())
+    with build_lock(shared_builds):
+        return models(shared_builds)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
     import keras
+
+
+#: A folder of builds made before (tests/test_cpu_kinds.py hands its nested pass the
+#: parent run's: they hold no arithmetic that the instruction set changes).
+BUILDS_ENV = "ALBERT_TF_TEST_BUILDS"
+
+
+@contextlib.contextmanager
+def build_lock(root: pathlib.Path) -> Iterator[None]:
+    """One builder at a time across processes (pytest-xdist workers, a nested
+    pass); the others then find its result: the builders skip what a ``done``
+    marker says is there."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 #: The shape of the tests that train (pretraining, fine-tuning, serving): two layers

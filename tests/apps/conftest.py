@@ -32,9 +32,11 @@ def _release_loaded_models():
 
 
 @pytest.fixture(scope="session")
-def classifier_models(tmp_path_factory):
+def classifier_models(shared_builds):
     """A tiny Chinese classifier with a card and a tiny English regression model,
-    built once per session (see classifier_helpers)."""
+    built once per run (see classifier_helpers)."""
     from classifier_helpers import models
+    from testing_utils import build_lock
 
-    return models(tmp_path_factory.getbasetemp())
+    with build_lock(shared_builds):
+        return models(shared_builds)
