@@ -188,10 +188,10 @@ def training_consumption(
             progress_bar=False,
         )
         trainer = PretrainingTrainer(get_preset("albert_base_v2"), options)
-        trainer._train_one_step()  # trace
+        trainer.train_one_step()  # trace
         start = time.perf_counter()
         for _ in range(num_steps):
-            trainer._train_one_step()
+            trainer.train_one_step()
         seconds = (time.perf_counter() - start) / num_steps
     return {"seconds_per_step": round(seconds, 3), "examples_per_second": batch_size / seconds}
 

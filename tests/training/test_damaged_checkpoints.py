@@ -42,8 +42,8 @@ def test_resume_skips_a_damaged_newest_checkpoint(tmp_path, prepared, vocab, dam
     damage(_data_file(tmp_path, 4))
     # The weights ckpt-2 holds, from a second run of the same recipe.
     reference = _trainer(tmp_path / "ref", prepared, vocab, steps=4)
-    reference._train_one_step()
-    reference._train_one_step()
+    reference.train_one_step()
+    reference.train_one_step()
 
     resumed = _trainer(tmp_path, prepared, vocab, steps=6)
     logged = []

@@ -22,17 +22,17 @@ def test_nonfinite_step_leaves_weights_and_slots_bit_identical(tmp_path, prepare
         tiny_albert(vocab),
         tiny_options(tmp_path / "run", prepared, num_train_steps=5, faults="nonfinite_at_step:3"),
     )
-    trainer._train_one_step()
-    trainer._train_one_step()
+    trainer.train_one_step()
+    trainer.train_one_step()
     before = _state(trainer)
-    sums = trainer._train_one_step()  # the attempt at step 3: infinite loss
+    sums = trainer.train_one_step()  # the attempt at step 3: infinite loss
     assert not np.isfinite(sums["grad_norm"])
     assert trainer.step == 2
     after = _state(trainer)
     assert len(before) == len(after) > 2 * len(trainer.model.trainable_weights)
     for b, a in zip(before, after, strict=True):
         assert np.array_equal(b, a)
-    trainer._train_one_step()  # the retry, on the next batch, applies
+    trainer.train_one_step()  # the retry, on the next batch, applies
     assert trainer.step == 3
     assert any(not np.array_equal(b, a) for b, a in zip(before, _state(trainer), strict=True))
 

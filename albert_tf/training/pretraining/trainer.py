@@ -265,7 +265,7 @@ class PretrainingTrainer:
             self.options.model_dir, self.chief, worker_index(self.strategy)
         )
 
-    def _train_one_step(self, step: int | None = None) -> dict[str, tf.Tensor]:
+    def train_one_step(self, step: int | None = None) -> dict[str, tf.Tensor]:
         """One attempt at step ``step`` (default: the next one); its sums as tensors,
         ``applied`` False if it was skipped."""
         # The step's micro-batches are read first: with accumulation, their
@@ -446,7 +446,7 @@ class PretrainingTrainer:
             preemption.check()
             if options.steps_per_loop == 1:
                 attempts = 1
-                sums = self._train_one_step(step + 1)
+                sums = self.train_one_step(step + 1)
                 applied = int(bool(sums.pop("applied")))
                 run = 0 if applied else consecutive + 1
             else:
