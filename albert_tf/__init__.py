@@ -2,29 +2,34 @@
 
 >>> import albert_tf
 >>> model = albert_tf.load("models/albert_base_v2")  # doctest: +SKIP
+
+The public names load on first use (PEP 562), so ``import albert_tf`` and the
+commands' ``--help`` do not import TensorFlow; the commands themselves live in
+`albert_tf.cli`.
 """
 
-# First, before anything imports TensorFlow: a command (python -m albert_tf.<command>,
-# albert-<command>) starts without TensorFlow's C++ start-up lines. No-op for a library.
-from albert_tf.cli.startup import quiet_start_up  # isort: skip
+from __future__ import annotations
 
-quiet_start_up()
-
-from albert_tf.checkpoints.saved_format import (  # noqa: E402
-    load,
-    load_multiple_choice,
-    load_text_classifier,
-    save_model,
-)
-from albert_tf.cli import install_module_aliases  # noqa: E402
-from albert_tf.config import AlbertConfig, ConfigError  # noqa: E402
-from albert_tf.models.backbone import AlbertBackbone  # noqa: E402
-from albert_tf.models.multiple_choice_model import AlbertMultipleChoice  # noqa: E402
-from albert_tf.models.pretraining_model import AlbertPretrainingModel  # noqa: E402
-from albert_tf.models.text_classifier_model import AlbertTextClassifier  # noqa: E402
-from albert_tf.presets import PRESETS, get_preset  # noqa: E402
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it
+_EXPORTS = {
+    "PRESETS": "albert_tf.presets",
+    "AlbertBackbone": "albert_tf.models.backbone",
+    "AlbertConfig": "albert_tf.config",
+    "AlbertMultipleChoice": "albert_tf.models.multiple_choice_model",
+    "AlbertPretrainingModel": "albert_tf.models.pretraining_model",
+    "AlbertTextClassifier": "albert_tf.models.text_classifier_model",
+    "ConfigError": "albert_tf.config",
+    "get_preset": "albert_tf.presets",
+    "load": "albert_tf.checkpoints.saved_format",
+    "load_multiple_choice": "albert_tf.checkpoints.saved_format",
+    "load_text_classifier": "albert_tf.checkpoints.saved_format",
+    "save_model": "albert_tf.checkpoints.saved_format",
+}
 
 __all__ = [
     "PRESETS",
@@ -41,4 +46,30 @@ __all__ = [
     "save_model",
 ]
 
-install_module_aliases()  # `python -m albert_tf.pretrain` & co. (see albert_tf.cli)
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from albert_tf.checkpoints.saved_format import (
+        load,
+        load_multiple_choice,
+        load_text_classifier,
+        save_model,
+    )
+    from albert_tf.config import AlbertConfig, ConfigError
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.multiple_choice_model import AlbertMultipleChoice
+    from albert_tf.models.pretraining_model import AlbertPretrainingModel
+    from albert_tf.models.text_classifier_model import AlbertTextClassifier
+    from albert_tf.presets import PRESETS, get_preset

@@ -1,25 +1,23 @@
 """The command-line layer: every entry point of the package, and nothing else.
 
 Each command is a module here with a ``main()`` that reads its absl flags and calls
-the library, and a ``run()`` that `albert_tf.cli.runner` wraps with the shared
-argv check and one-line error exits. Each is reachable three ways::
+the library, and a ``run()`` that `albert_tf.cli.runner` wraps with the quiet
+start-up, the shared argv check and one-line error exits. Each is reachable three
+ways::
 
     albert-pretrain --flagfile=configs/quickstart_en.flags       # console script
-    python -m albert_tf.cli.pretrain --flagfile=...              # module
-    python -m albert_tf.pretrain --flagfile=...                  # the historical name
+    python -m albert_tf.pretrain --flagfile=...                  # module
+    python -m albert_tf.cli.pretrain --flagfile=...              # its source
 
-The historical names (``albert_tf.<command>`` and ``albert_tf.data.build_corpus``)
-are not files: `install_module_aliases` lets ``python -m`` find them here, so the
-package folder shows the architecture rather than the commands. Flags are read only
-in these modules; the library below takes arguments.
+``albert_tf/<command>.py`` is a three-line file that `launch`-es the command here.
+Flags are read only in these modules; the library below takes arguments. The
+modules import only absl and TensorFlow-free parts of the package at the top, so
+``--help`` answers without loading TensorFlow.
 """
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import sys
+import runpy
 
 # command -> one line for `albert-<command> --help` listings and docs/architecture.md.
 COMMANDS: dict[str, str] = {
@@ -40,27 +38,13 @@ COMMANDS: dict[str, str] = {
     "demo_models": "rebuild the Streamlit demo's Chinese and English models from scratch",
 }
 
-# Historical module names kept working for `python -m`.
-LEGACY_MODULES: dict[str, str] = {f"albert_tf.{name}": f"albert_tf.cli.{name}" for name in COMMANDS}
-LEGACY_MODULES["albert_tf.data.build_corpus"] = LEGACY_MODULES.pop("albert_tf.build_corpus")
+#: ``python -m`` name -> the module that holds the command.
+COMMAND_MODULES: dict[str, str] = {
+    f"albert_tf.{name}": f"albert_tf.cli.{name}" for name in COMMANDS
+}
 
 
-class _LegacyModuleFinder(importlib.abc.MetaPathFinder):
-    """Finds ``albert_tf.pretrain`` & co. as the source files of ``albert_tf.cli.*``."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        real = LEGACY_MODULES.get(fullname)
-        if real is None:
-            return None
-        spec = importlib.util.find_spec(real)
-        if spec is None or spec.origin is None:
-            return None
-        # The loader carries the legacy name so that runpy can execute it as __main__.
-        loader = importlib.machinery.SourceFileLoader(fullname, spec.origin)
-        return importlib.util.spec_from_file_location(fullname, spec.origin, loader=loader)
-
-
-def install_module_aliases() -> None:
-    """Makes the historical ``python -m albert_tf.<command>`` names resolvable."""
-    if not any(isinstance(finder, _LegacyModuleFinder) for finder in sys.meta_path):
-        sys.meta_path.append(_LegacyModuleFinder())
+def launch(command: str) -> None:
+    """Runs a command as ``python -m albert_tf.<command>`` does: its module here as
+    ``__main__``, so absl finds its flags as the main module's (``--helpshort``)."""
+    runpy.run_module(f"albert_tf.cli.{command}", run_name="__main__", alter_sys=True)

@@ -1,6 +1,6 @@
 """Builds the offline `albert_corpus` tfds dataset from local files.
 
-    python -m albert_tf.data.build_corpus --manual_dir=/data/my_corpus --data_dir=/data/tfds
+    python -m albert_tf.build_corpus --manual_dir=/data/my_corpus --data_dir=/data/tfds
 
 (The ``tfds build`` CLI of tensorflow-datasets 4.9.10 needs apache_beam,
 which only the optional ``beam`` extra installs; this does the same for

@@ -26,7 +26,7 @@ from absl import flags
 
 from albert_tf.cli import runner, scale_flags
 from albert_tf.cli.runner import UserError
-from albert_tf.data.multiple_choice import CONTEXT_KEEP
+from albert_tf.data.choices import CONTEXT_KEEP
 
 FLAGS = flags.FLAGS
 # --strategy, --precision, --jit_compile, --gradient_accumulation_steps, --steps_per_loop,

@@ -15,7 +15,6 @@ from absl import flags
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
 from albert_tf.config import SHARE_MODES, AlbertConfig
-from albert_tf.model_size import parameter_count
 from albert_tf.presets import PRESETS, get_preset
 
 FLAGS = flags.FLAGS
@@ -54,6 +53,8 @@ def _millions(n: int) -> str:
 
 def table_rows() -> list[tuple[str, int, int, int | None]]:
     """(label, total, total without pooler, paper millions)."""
+    from albert_tf.model_size import parameter_count
+
     rows = []
     for name, paper in PAPER_TABLE_1.items():
         count = parameter_count(PRESETS[name])
@@ -122,6 +123,8 @@ def main() -> None:
     if not (FLAGS.preset or FLAGS.config):
         print_table()
         return
+    from albert_tf.model_size import parameter_count
+
     config = get_preset(FLAGS.preset) if FLAGS.preset else AlbertConfig.from_json(FLAGS.config)
     count = parameter_count(config)
     for field in ("embedding", "projection", "attention", "feedforward", "pooler"):

@@ -27,8 +27,8 @@ from absl import flags
 from albert_tf.cli import runner, scale_flags
 from albert_tf.cli.runner import UserError
 from albert_tf.config import SHARE_MODES
+from albert_tf.data.choices import DATA_SERVICE_MODES
 from albert_tf.data.examples import SENTENCE_TASKS
-from albert_tf.data.pipeline import DATA_SERVICE_MODES
 from albert_tf.training.pretraining.options import OPTIMIZERS, PretrainingOptions
 
 #: The exit status when a worker of a multi-worker run was lost (restart them all).

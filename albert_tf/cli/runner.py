@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from absl import app, flags
 
+from albert_tf.cli.startup import VERBOSE_FROM, quiet_start_up
 from albert_tf.config import ConfigError
 
 USER_ERROR_EXIT_CODE = 2
@@ -41,6 +42,38 @@ def fail(command: str, message: str) -> None:
     sys.exit(USER_ERROR_EXIT_CODE)
 
 
+def full_help() -> str:
+    """``--helpfull``: every flag of the command (its own and the shared ones it
+    adopts), and the few of absl's that matter, not the internals that absl and
+    the libraries register."""
+    by_module = flags.FLAGS.flags_by_module_dict()
+    ours = [m for m in by_module if m == sys.argv[0] or m.startswith("albert_tf")]
+    parts = []
+    for module in sorted(ours, key=lambda m: m != sys.argv[0]):
+        text = flags.FLAGS.module_help(module)
+        if module == sys.argv[0]:  # the command run as __main__: named by its file
+            text = text.replace(f"{module}:", f"{os.path.basename(module)}:", 1)
+        parts.append(text)
+    parts.append(
+        "Also:\n"
+        "  --flagfile: read flags from a file, one per line (may be repeated).\n"
+        f"  --verbosity (-v): {VERBOSE_FROM} or more shows TensorFlow's own log lines.\n"
+        "  --helpshort: this command's flags only."
+    )
+    return "\n\n".join(p.strip("\n") for p in parts if p.strip())
+
+
+def quiet_python_logs() -> None:
+    """TensorFlow's Python INFO lines (``Start watcher for local signal``, the saver's
+    ``Sharding callback duration``) are its internals: shown from ``--verbosity=1``."""
+    import logging
+
+    # absl turns an unset --verbosity into 0 (INFO) after parsing, which would let
+    # them through; the commands' own absl.logging lines stay.
+    if flags.FLAGS["verbosity"].value < VERBOSE_FROM:
+        logging.getLogger("tensorflow").setLevel(logging.WARNING)
+
+
 def run(
     main: Callable[..., None],
     command: str,
@@ -59,7 +92,14 @@ def run(
             they are, e.g. ``"RUN_DIR"``; without it any positional argument is an error.
     """
 
+    # Before anything imports TensorFlow: its C++ start-up lines are filtered out of
+    # a command's output (albert_tf.cli.startup). May re-run this command as a child.
+    quiet_start_up()
+
     def parse(argv: Sequence[str]) -> list[str]:
+        if "--helpfull" in argv[1:]:
+            print(full_help())
+            sys.exit(0)
         try:
             return flags.FLAGS(list(argv))
         except flags.Error as err:
@@ -74,6 +114,7 @@ def run(
         missing = [name for name in required if flags.FLAGS[name].value in (None, [], "")]
         if missing:
             fail(command, f"--{missing[0]} is required (see --helpshort)")
+        quiet_python_logs()
         try:
             if arguments is None:
                 main()

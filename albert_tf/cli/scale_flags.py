@@ -11,9 +11,8 @@ import dataclasses
 
 from absl import flags
 
-from albert_tf.training.precision import PRECISIONS
+from albert_tf.training.choices import PRECISIONS, STRATEGIES
 from albert_tf.training.pretraining.options import PretrainingOptions
-from albert_tf.training.strategies import STRATEGIES
 
 _DEFAULTS = {field.name: field.default for field in dataclasses.fields(PretrainingOptions)}
 

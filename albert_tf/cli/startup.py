@@ -12,10 +12,10 @@ None of them is a problem. ``TF_CPP_MIN_LOG_LEVEL`` hides the last two (the cuIn
 error only at 3, which hides every C++ error), but the first three are written by absl
 before TensorFlow applies it (twice: by ``_pywrap_tensorflow_internal`` and by the
 profiler plugin, each with its own absl), and no environment variable reaches them
-(TensorFlow 2.21 on Linux). So `quiet_start_up`, which
-``albert_tf/__init__.py`` calls before anything imports TensorFlow, does this for a
-command (``python -m albert_tf.<command>``, ``python -m albert_tf.cli.<command>``,
-``albert-<command>``):
+(TensorFlow 2.21 on Linux). So `quiet_start_up`, which every command calls first
+(`albert_tf.cli.runner.run`, before its flags are parsed and before anything imports
+TensorFlow), does this for a command (``python -m albert_tf.<command>``,
+``python -m albert_tf.cli.<command>``, ``albert-<command>``):
 
 * ``TF_CPP_MIN_LOG_LEVEL=2`` (hide C++ info and warnings) unless the user set it;
 * the command runs again as a child process whose stderr passes through `StderrFilter`:
@@ -42,7 +42,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from albert_tf.cli import LEGACY_MODULES
+from albert_tf.cli import COMMAND_MODULES
 from albert_tf.hardware import nvidia_device_present
 
 # Set in the child's environment: it (and whatever it starts) must not re-run itself.
@@ -178,30 +178,31 @@ def requested_verbosity(args: Sequence[str]) -> int | None:
     return found
 
 
-def command_name(argv: Sequence[str], orig_argv: Sequence[str]) -> str | None:
-    """The command this process runs, or None when albert_tf is imported as a library.
+def command_name(orig_argv: Sequence[str]) -> str | None:
+    """The command this process was started as, or None (a program, a notebook or a
+    test that calls a command's ``run()`` in-process: never re-run).
 
-    ``argv`` is ``sys.argv`` while the ``albert_tf`` package is being imported: for
-    ``python -m`` its first element is still ``"-m"`` and the module name is in
-    ``orig_argv``, just before the command's own arguments.
+    ``orig_argv`` is ``sys.orig_argv``: the interpreter's own command line.
 
-    >>> command_name(["-m", "--preset=x"], ["python", "-m", "albert_tf.params", "--preset=x"])
+    >>> command_name(["python", "-X", "utf8", "-m", "albert_tf.params", "--preset=x"])
     'albert_tf.params'
-    >>> command_name(["/venv/bin/albert-params"], ["python", "/venv/bin/albert-params"])
+    >>> command_name(["python", "/venv/bin/albert-params"])
     'albert-params'
-    >>> command_name(["-m"], ["python", "-m", "pytest"]) is None
+    >>> command_name(["python", "-m", "pytest"]) is None
     True
     """
-    if not argv:
-        return None
-    if os.path.basename(argv[0]).startswith("albert-"):
-        return os.path.basename(argv[0])
-    if argv[0] != "-m" or len(orig_argv) < len(argv):
-        return None
-    token = orig_argv[len(orig_argv) - len(argv)]
-    module = token[2:] if token.startswith("-m") else token
-    if module in LEGACY_MODULES or module in LEGACY_MODULES.values():
-        return module
+    args = list(orig_argv[1:])
+    while args:
+        arg = args.pop(0)
+        if arg.startswith("-m"):
+            module = arg[2:] or (args[0] if args else "")
+            known = module in COMMAND_MODULES or module in COMMAND_MODULES.values()
+            return module if known else None
+        if arg in ("-X", "-W"):  # the interpreter's options that take a value
+            args = args[1:]
+        elif not arg.startswith("-"):  # a script: the interpreter's options end here
+            name = os.path.basename(arg)
+            return name if name.startswith("albert-") else None
     return None
 
 
@@ -212,7 +213,7 @@ def quiet_start_up() -> None:
     or ``TF_CPP_MIN_LOG_LEVEL=0`` asks for TensorFlow's logs; otherwise runs the
     command in a filtered child and exits with its status.
     """
-    if os.environ.get(FILTERED_ENV) or command_name(sys.argv, sys.orig_argv) is None:
+    if os.environ.get(FILTERED_ENV) or command_name(sys.orig_argv) is None:
         return
     verbosity = requested_verbosity(sys.argv[1:])
     if verbosity is not None and verbosity >= VERBOSE_FROM:

@@ -12,20 +12,39 @@ documents, `examples` builds sentence pairs (from tokenized documents packed as
 
 from __future__ import annotations
 
-from albert_tf.data.corpus import (
-    Document,
-    ReadStats,
-    iter_sentences,
-    read_corpus,
-    read_documents,
-    split_lines,
-    split_sentences,
-)
-from albert_tf.data.examples import PretrainingExample, create_examples_from_document
-from albert_tf.data.inputs import resolve_inputs, sample_language, sample_path
-from albert_tf.data.masking import Masker, MaskingVocab, default_max_predictions
-from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
-from albert_tf.data.shards import WriteSummary, write_pretraining_data
+import importlib
+from typing import Any
+
+#: public name -> the module that defines it. Loaded on first use (PEP 562): the
+#: commands read option choices from these modules before TensorFlow is imported,
+#: and tfds_documents' tensorflow-datasets takes seconds to import.
+_EXPORTS = {
+    **dict.fromkeys(
+        [
+            "Document",
+            "ReadStats",
+            "iter_sentences",
+            "read_corpus",
+            "read_documents",
+            "split_lines",
+            "split_sentences",
+        ],
+        "albert_tf.data.corpus",
+    ),
+    "PretrainingExample": "albert_tf.data.examples",
+    "create_examples_from_document": "albert_tf.data.examples",
+    "resolve_inputs": "albert_tf.data.inputs",
+    "sample_language": "albert_tf.data.inputs",
+    "sample_path": "albert_tf.data.inputs",
+    "Masker": "albert_tf.data.masking",
+    "MaskingVocab": "albert_tf.data.masking",
+    "default_max_predictions": "albert_tf.data.masking",
+    "held_out_dataset": "albert_tf.data.pipeline",
+    "pretraining_dataset": "albert_tf.data.pipeline",
+    "WriteSummary": "albert_tf.data.shards",
+    "write_pretraining_data": "albert_tf.data.shards",
+    "tfds_documents": "albert_tf.data.tfds_corpus",
+}
 
 __all__ = [
     "Document",
@@ -51,11 +70,14 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    # tfds_documents lives with the tfds builder; tensorflow-datasets takes seconds
-    # to import, so only a caller that reads tfds pays for it.
-    if name == "tfds_documents":
-        from albert_tf.data.tfds_corpus import tfds_documents
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return tfds_documents
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

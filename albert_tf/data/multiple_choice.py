@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.choices import CONTEXT_KEEP
 from albert_tf.data.corpus import open_binary
 from albert_tf.data.inputs import resolve_inputs
 
@@ -65,8 +66,7 @@ class MultipleChoiceExample:
     source: str = ""
 
 
-#: Which end of a too-long context `pack_multiple_choice` keeps.
-CONTEXT_KEEP = ("start", "end")
+# CONTEXT_KEEP: which end of a too-long context `pack_multiple_choice` keeps.
 
 
 def build_qa(question: str, option: str) -> str:

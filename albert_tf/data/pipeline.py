@@ -40,14 +40,13 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from albert_tf import storage
+from albert_tf.data.choices import DATA_SERVICE_MODES
 from albert_tf.data.masking import Masker, MaskingVocab
 from albert_tf.data.shards import read_metadata
 
-#: The `tf.data.experimental.service.distribute` processing modes
-#: `pretraining_dataset` accepts: every worker reads all the data
-#: (``parallel_epochs``), or the workers share out the files of each epoch
-#: (``distributed_epoch``).
-DATA_SERVICE_MODES = ("parallel_epochs", "distributed_epoch")
+# The tf.data service processing modes `pretraining_dataset` accepts: every
+# worker reads all the data (``parallel_epochs``), or the workers share out the
+# files of each epoch (``distributed_epoch``). Defined TensorFlow-free.
 
 # Ops that call back into the Python process that built the dataset: a tf.data
 # service worker runs the graph without that process.

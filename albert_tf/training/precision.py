@@ -7,13 +7,13 @@ import dataclasses
 import tensorflow as tf
 
 from albert_tf.hardware import cpu_flags
+from albert_tf.training.choices import PRECISIONS
 from albert_tf.training.devices import BF16_CPU_FLAGS, Devices, auto_precision
 
 # ``cpu_flags`` is re-exported: it lived here before `albert_tf.hardware`.
 __all__ = ["BF16_CPU_FLAGS", "PRECISIONS", "cpu_flags", "dtype_policy", "resolve_precision"]
 
-#: What ``--precision`` accepts; "auto" is resolved by `resolve_precision`.
-PRECISIONS = ("auto", "float32", "bfloat16", "float16")
+# PRECISIONS: what ``--precision`` accepts; "auto" is resolved by `resolve_precision`.
 
 
 def resolve_precision(

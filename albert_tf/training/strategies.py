@@ -7,9 +7,8 @@ import os
 
 import tensorflow as tf
 
+from albert_tf.training.choices import STRATEGIES
 from albert_tf.training.devices import Devices, auto_strategy
-
-STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 #: The bound on one collective (an all-reduce) of a multi-worker run, in seconds.
 DEFAULT_COLLECTIVE_TIMEOUT_SECONDS = 600.0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from albert_tf.cli import COMMANDS, LEGACY_MODULES
+from albert_tf.cli import COMMAND_MODULES, COMMANDS
 
 REPO = Path(__file__).resolve().parents[2]
 CLI_DIR = REPO / "albert_tf" / "cli"
@@ -42,16 +42,31 @@ def test_every_command_is_a_module_with_run_and_main():
         assert {"main", "run"} <= functions, name
 
 
-def test_historical_module_names_resolve_to_the_cli_sources():
-    assert len(LEGACY_MODULES) == len(COMMANDS)
-    assert "albert_tf.data.build_corpus" in LEGACY_MODULES
-    for legacy, real in LEGACY_MODULES.items():
-        legacy_spec = importlib.util.find_spec(legacy)
-        assert legacy_spec is not None, legacy
-        assert legacy_spec.origin == str(CLI_DIR / f"{real.rsplit('.', 1)[1]}.py")
-    # The package folder holds no command module of its own any more.
-    top_level = {p.stem for p in (REPO / "albert_tf").glob("*.py")}
-    assert not top_level & set(COMMANDS)
+def test_each_command_has_a_thin_python_m_module_that_imports_nothing_at_import():
+    assert len(COMMAND_MODULES) == len(COMMANDS)
+    for name in COMMANDS:
+        spec = importlib.util.find_spec(f"albert_tf.{name}")
+        assert spec is not None and spec.origin == str(REPO / "albert_tf" / f"{name}.py"), name
+        # Imported (not run as __main__), it runs nothing: no command, no flags.
+        tree = ast.parse(Path(spec.origin).read_text())
+        assert [type(n).__name__ for n in tree.body] == ["Expr", "If"], name
+
+
+def test_help_answers_without_importing_tensorflow():
+    # --helpshort and --helpfull are parsed before the command imports the library:
+    # Python's own import log (-X importtime) of the real command shows no TensorFlow.
+    for flag in ("--helpshort", "--helpfull"):
+        result = _run("-X", "importtime", "-m", "albert_tf.pretrain", flag)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "--model_dir" in result.stdout and "--strategy" in result.stdout, flag
+        imported = [line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()]
+        assert "absl" in imported  # the log is there
+        assert not [m for m in imported if m.split(".")[0] in ("tensorflow", "keras")], flag
+        if flag == "--helpfull":
+            # Ours, not absl's or TensorFlow's internals.
+            for internal in ("--test_srcdir", "--tt_check_filter", "--pdb_post_mortem"):
+                assert internal not in result.stdout, internal
+            assert "--flagfile" in result.stdout and "--verbosity" in result.stdout
 
 
 def test_console_scripts_cover_every_command():
@@ -99,7 +114,7 @@ def test_console_script_runs():
             "analyze_layers",
             "no model directory at /nonexistent",
         ),
-        (["albert_tf.data.build_corpus"], "build_corpus", "--manual_dir is required"),
+        (["albert_tf.build_corpus"], "build_corpus", "--manual_dir is required"),
         (["albert_tf.params", "--preset=nope"], "params", "Unknown preset 'nope'. Known presets"),
         (
             ["albert_tf.data_service", "--port=0"],

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from absl import flags
 
-from albert_tf.cli import LEGACY_MODULES
+from albert_tf.cli import COMMAND_MODULES
 from albert_tf.cli.startup import StderrFilter, command_name, requested_verbosity
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,10 +63,10 @@ def _no_nvidia_device() -> bool:
     return not any(Path("/dev").glob("nvidia[0-9]*")) and not Path("/dev/dxg").exists()
 
 
-@pytest.mark.parametrize("how", ["legacy_module", "cli_module", "console_script"])
+@pytest.mark.parametrize("how", ["module", "cli_module", "console_script"])
 def test_commands_print_no_tensorflow_cpp_lines(how):
     command = {
-        "legacy_module": lambda: _module("albert_tf.params", *PARAMS),
+        "module": lambda: _module("albert_tf.params", *PARAMS),
         "cli_module": lambda: _module("albert_tf.cli.params", *PARAMS),
         "console_script": lambda: [str(_script("albert-params")), *PARAMS],
     }[how]()
@@ -249,9 +249,11 @@ def test_filter_does_not_hold_back_a_progress_bar():
 
 
 def test_every_python_m_name_of_a_command_is_recognised():
-    for legacy, real in LEGACY_MODULES.items():
-        for name in (legacy, real):
-            assert command_name(["-m", "--x"], ["python", "-X", "utf8", "-m", name, "--x"]) == name
-            assert command_name(["-m"], ["python", f"-m{name}"]) == name
-    assert command_name(["-m"], ["python", "-m", "albert_tf.cli.runner"]) is None
-    assert command_name(["/x/pytest", "-q"], ["python", "/x/pytest", "-q"]) is None
+    for module, source in COMMAND_MODULES.items():
+        for name in (module, source):
+            assert command_name(["python", "-X", "utf8", "-m", name, "--x"]) == name
+            assert command_name(["python", f"-m{name}"]) == name
+    assert command_name(["python", "-m", "albert_tf.cli.runner"]) is None
+    assert command_name(["python", "/x/pytest", "-q"]) is None
+    assert command_name(["python", "-c", "import albert_tf"]) is None
+    assert command_name(["python", "-W", "ignore", "/venv/bin/albert-params"]) == "albert-params"

@@ -214,7 +214,7 @@ def test_build_corpus_cli(tmp_path):
         [
             sys.executable,
             "-m",
-            "albert_tf.data.build_corpus",
+            "albert_tf.build_corpus",
             f"--manual_dir={manual}",
             f"--data_dir={tmp_path / 'tfds'}",
         ],

@@ -142,3 +142,9 @@ def test_quickstart_on_a_url_model_dir_keeps_everything_there_and_resumes(tmp_pa
         if record["split"] == "train"
     ]
     assert train_steps == sorted(set(train_steps)) and train_steps[-1] == 30
+    # The quick start prints our lines only, none of TensorFlow's Python INFO logs.
+    for run in (first, second):
+        output = run.stdout + run.stderr
+        for internal in ("INFO:tensorflow", "Start watcher", "PreemptionCheckpointHandler"):
+            assert internal not in output, output[-3000:]
+        assert "Sharding callback duration" not in output, output[-3000:]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from albert_tf.data.choices import DATA_SERVICE_MODES
 from albert_tf.data.examples import SENTENCE_TASKS
-from albert_tf.data.pipeline import DATA_SERVICE_MODES
-from albert_tf.training.precision import PRECISIONS
+from albert_tf.training.choices import PRECISIONS
 
 #: The optimizers `PretrainingOptions.optimizer` names.
 OPTIMIZERS = ("lamb", "adamw")
