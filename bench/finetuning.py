@@ -123,7 +123,7 @@ def make_trainer(args: argparse.Namespace, workdir: str):
 
     import albert_tf
     from albert_tf.tokenizers import load_tokenizer
-    from albert_tf.training.finetuning import MultipleChoiceTrainer
+    from albert_tf.training.finetuning.multiple_choice import MultipleChoiceTrainer
 
     tokenizer = load_tokenizer(os.path.join(args.workdir, "tokenizer"))
     keras.utils.set_random_seed(0)

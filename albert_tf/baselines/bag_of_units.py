@@ -37,8 +37,8 @@ import numpy as np
 
 # `_UNITS` is the pattern behind `text_units`; bigrams need the units in order.
 from albert_tf.baselines.overlap import _UNITS, text_units
-from albert_tf.training.classification_metrics import macro_f1
 from albert_tf.training.evaluation import binomial_stderr
+from albert_tf.training.finetuning.metrics import macro_f1
 
 __all__ = [
     "DEFAULT_L2_GRID",

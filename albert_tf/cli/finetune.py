@@ -176,14 +176,14 @@ def main() -> None:
     import albert_tf
     from albert_tf.serving import read_finetune_settings
     from albert_tf.tokenizers import load_tokenizer
-    from albert_tf.training.classification import ClassificationTrainer
     from albert_tf.training.devices import (
         Devices,
         auto_jit_compile,
         missing_gpu_warning,
         setup_line,
     )
-    from albert_tf.training.finetuning import MultipleChoiceTrainer
+    from albert_tf.training.finetuning.classification import ClassificationTrainer
+    from albert_tf.training.finetuning.multiple_choice import MultipleChoiceTrainer
     from albert_tf.training.precision import dtype_policy, resolve_precision
     from albert_tf.training.strategies import create_strategy
 

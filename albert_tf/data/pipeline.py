@@ -290,9 +290,9 @@ def pretraining_dataset(
         parts). Every worker reads the same records in the same order; only
         its rows are parsed and masked (with token budgets, all rows are
         masked: the budget groups by length after masking). So N workers
-        train on exactly the global batches of one, the input position is
-        the same on every worker (the chief's checkpoint holds it for all),
-        and each masks 1/N of the examples.
+        train on exactly the global batches of one and each masks 1/N of the
+        examples. The iterator's buffers then hold this worker's rows: each
+        worker saves its own input position (the pretraining trainer does).
       return_spans: add ``span_lengths`` to features (for tests/statistics).
       tokens_per_batch: token budget of a batch (instead of ``batch_size``,
         which is then unused): each batch holds examples of one bucket, as

@@ -15,7 +15,7 @@ from albert_tf.baselines.bag_of_units import (
     probabilities,
     units_and_bigrams,
 )
-from albert_tf.training.classification_metrics import macro_f1
+from albert_tf.training.finetuning.metrics import macro_f1
 
 # Common characters, without the ones the tasks below give a meaning.
 FILLER = (

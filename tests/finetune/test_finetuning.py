@@ -15,7 +15,7 @@ from testing_utils import tiny_config
 import albert_tf
 from albert_tf.data.multiple_choice import MultipleChoiceExample
 from albert_tf.tokenizers import load_tokenizer
-from albert_tf.training.finetuning import MultipleChoiceTrainer
+from albert_tf.training.finetuning.multiple_choice import MultipleChoiceTrainer
 
 WORDS = ["river", "house", "bread", "music", "winter", "garden", "letter", "money", "people"]
 

@@ -38,7 +38,7 @@ from albert_tf.data import read_documents, sample_path  # noqa: E402
 from albert_tf.data.classification import ClassificationExample  # noqa: E402
 from albert_tf.models.text_classifier_model import AlbertTextClassifier  # noqa: E402
 from albert_tf.tokenizers import load_tokenizer  # noqa: E402
-from albert_tf.training.classification import ClassificationTrainer  # noqa: E402
+from albert_tf.training.finetuning.classification import ClassificationTrainer  # noqa: E402
 from albert_tf.training.precision import dtype_policy  # noqa: E402
 from albert_tf.training.pretraining.trainer import PretrainingTrainer  # noqa: E402
 

@@ -66,9 +66,12 @@ def read_run_record(model_dir: str) -> dict[str, Any]:
         return json.load(f)
 
 
-def check_compatible(model_dir: str, record: dict[str, Any]) -> None:
-    """Refuses to resume a checkpoint written for another model or recipe."""
-    previous = read_run_record(model_dir)
+def check_compatible(
+    model_dir: str, record: dict[str, Any], previous: dict[str, Any] | None = None
+) -> None:
+    """Refuses to resume a checkpoint written for another model or recipe.
+    ``previous`` is the directory's record if the caller read it already."""
+    previous = read_run_record(model_dir) if previous is None else previous
     if previous:
         # Records written before an option became resumable still hold it.
         options = {

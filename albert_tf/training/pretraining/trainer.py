@@ -192,7 +192,9 @@ class PretrainingTrainer:
             options, precision=precision, jit_compile=jit_compile
         )
         self.chief = is_chief(self.strategy)
-        run_record.check_compatible(options.model_dir, run_record.run_record(config, options))
+        # The record is read once (above) and built once, here.
+        record = run_record.run_record(config, options)
+        run_record.check_compatible(options.model_dir, record, previous)
         self.metrics = MetricsLog(options.model_dir, chief=self.chief)
         faults = Faults(options.faults)
         self.hooks = Hooks([*([FaultInjection(faults)] if faults else []), *hooks])
@@ -242,7 +244,7 @@ class PretrainingTrainer:
             )
         # Only a run that could be set up claims the directory.
         if self.chief:
-            run_record.write_run_record(options.model_dir, run_record.run_record(config, options))
+            run_record.write_run_record(options.model_dir, record)
 
     # ------------------------------------------------------------------ set-up
     def describe(self) -> str:

@@ -18,13 +18,13 @@ from albert_tf.data.classification import (
     classification_batches,
     encode_classification,
 )
-from albert_tf.training.classification_metrics import (
+from albert_tf.training.finetuning.metrics import (
     CLASS_METRICS,
     SCORE_METRICS,
     class_metrics,
     score_metrics,
 )
-from albert_tf.training.finetuning import FineTuningTrainer
+from albert_tf.training.finetuning.trainer import FineTuningTrainer
 
 
 class ClassificationTrainer(FineTuningTrainer):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from albert_tf.training.classification_metrics import (
+from albert_tf.training.finetuning.metrics import (
     class_metrics,
     macro_f1,
     mcc,
