@@ -1,6 +1,7 @@
 """The pretraining input pipeline: shards → dynamic masking → batches.
 
-`pretraining_dataset` yields ``(features, labels)``:
+`pretraining_dataset` reads shards, masks and batches as a `PipelineConfig` says
+(read → mask → batch → (serve), one function each) and yields ``(features, labels)``:
 
 =========================  ===========  ========================================
 name                       dtype/shape  meaning
@@ -34,6 +35,7 @@ itself, so they are fresh but not reproducible.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 
@@ -229,8 +231,7 @@ def held_out_dataset(
     files and seed (the trainer's evaluation, `evaluate_pretraining`, the
     unigram baseline) sees the same masked positions.
     """
-    return pretraining_dataset(
-        file_pattern,
+    config = PipelineConfig(
         batch_size=batch_size,
         max_seq_length=max_seq_length,
         max_predictions_per_seq=max_predictions_per_seq,
@@ -239,52 +240,36 @@ def held_out_dataset(
         repeat=False,
         drop_remainder=False,
     )
+    return pretraining_dataset(file_pattern, config)
 
 
-def pretraining_dataset(
-    file_pattern: str | list[str],
-    *,
-    batch_size: int,
-    max_seq_length: int,
-    max_predictions_per_seq: int | None = None,
-    tokenizer=None,
-    seed: int = 0,
-    shuffle: bool = True,
-    repeat: bool = True,
-    masked_lm_prob: float = 0.15,
-    shuffle_buffer_size: int = 10_000,
-    drop_remainder: bool = True,
-    input_context: tf.distribute.InputContext | None = None,
-    worker_rows: tuple[int, int] | None = None,
-    cycle_length: int = 8,
-    return_spans: bool = False,
-    tokens_per_batch: int | None = None,
-    bucket_lengths: Sequence[int] | None = None,
-    batch_size_multiple: int = 1,
-    data_service: str | None = None,
-    data_service_mode: str = "parallel_epochs",
-    job_name: str | None = None,
-) -> tf.data.Dataset:
-    """Reads pretraining shards, masks dynamically, batches and prefetches.
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    """How `pretraining_dataset` reads, masks and batches (as Model Garden's
+    ``DataConfig``): every setting of the pipeline, validated in one place.
 
-    Args:
-      file_pattern: glob(s) of the TFRecord shards `write_pretraining_data`
-        wrote.
-      batch_size: examples per batch; with ``input_context``, the *global*
+    Attributes:
+      batch_size: examples per batch; with an ``input_context``, the *global*
         batch size, divided among replicas.
       max_seq_length: padded length; shards written for a longer length are
         an error.
       max_predictions_per_seq: P; default ``round(0.15 · max_seq_length)``.
-      tokenizer: a `Tokenizer` or `MaskingVocab`; default: the
-        ``masking_vocab.json`` next to the shards.
+      masked_lm_prob: the share of tokens masked.
       seed: fixes file order, shuffling and masks.
       shuffle: shuffle files and examples.
       repeat: repeat forever (epochs get different masks).
-      input_context: from `tf.distribute.Strategy.distribute_datasets_from_function`;
-        each input pipeline reads its own files (or every n-th example when
-        there are fewer files than pipelines) with its own seed. With
-        ``data_service`` the pipelines share one job instead, which deals
-        batches out among them.
+      shuffle_buffer_size: examples in the shuffle buffer.
+      cycle_length: files read at once.
+      drop_remainder: drop a last short batch.
+      tokens_per_batch: token budget of a batch (instead of ``batch_size``,
+        which is then unused): each batch holds examples of one bucket, as
+        many as ``tokens_per_batch // bucket length``, padded to that length.
+        With an ``input_context``, the global budget, divided among replicas.
+      bucket_lengths: ascending bucket lengths for ``tokens_per_batch``;
+        default `token_budget_buckets(max_seq_length)`. The last must be
+        ``max_seq_length``.
+      batch_size_multiple: token-budget batch sizes are multiples of this
+        (the replicas that split each batch).
       worker_rows: ``(num_workers, worker_index)``: each batch is this worker's
         rows of the global batch (its index-th of num_workers contiguous
         parts). Every worker reads the same records in the same order; only
@@ -294,15 +279,6 @@ def pretraining_dataset(
         examples. The iterator's buffers then hold this worker's rows: each
         worker saves its own input position (the pretraining trainer does).
       return_spans: add ``span_lengths`` to features (for tests/statistics).
-      tokens_per_batch: token budget of a batch (instead of ``batch_size``,
-        which is then unused): each batch holds examples of one bucket, as
-        many as ``tokens_per_batch // bucket length``, padded to that length.
-        With ``input_context``, the global budget, divided among replicas.
-      bucket_lengths: ascending bucket lengths for ``tokens_per_batch``;
-        default `token_budget_buckets(max_seq_length)`. The last must be
-        ``max_seq_length``.
-      batch_size_multiple: token-budget batch sizes are multiples of this
-        (the replicas that split each batch).
       data_service: a tf.data service dispatcher (``grpc://host:port``); the
         batches are then made by its workers and sent here.
       data_service_mode: one of `DATA_SERVICE_MODES`. ``parallel_epochs``:
@@ -311,6 +287,80 @@ def pretraining_dataset(
         dispatcher deals out the files, so an epoch holds each example once.
       job_name: the service job; datasets with the same name share it (a
         restarted client rejoins it). Default: a job of this dataset's own.
+    """
+
+    batch_size: int
+    max_seq_length: int
+    max_predictions_per_seq: int | None = None
+    masked_lm_prob: float = 0.15
+    seed: int = 0
+    shuffle: bool = True
+    repeat: bool = True
+    shuffle_buffer_size: int = 10_000
+    cycle_length: int = 8
+    drop_remainder: bool = True
+    tokens_per_batch: int | None = None
+    bucket_lengths: tuple[int, ...] | None = None
+    batch_size_multiple: int = 1
+    worker_rows: tuple[int, int] | None = None
+    return_spans: bool = False
+    data_service: str | None = None
+    data_service_mode: str = "parallel_epochs"
+    job_name: str | None = None
+
+    def __post_init__(self):
+        if self.data_service and self.data_service_mode not in DATA_SERVICE_MODES:
+            raise ValueError(
+                f"data_service_mode={self.data_service_mode!r} must be one of {DATA_SERVICE_MODES}"
+            )
+        if self.tokens_per_batch is not None:
+            buckets = list(self.bucket_lengths or token_budget_buckets(self.max_seq_length))
+            if buckets != sorted(set(buckets)) or buckets[-1] != self.max_seq_length:
+                raise ValueError(
+                    f"bucket_lengths={buckets} must ascend and end at "
+                    f"max_seq_length={self.max_seq_length}"
+                )
+            object.__setattr__(self, "bucket_lengths", tuple(buckets))
+        if self.worker_rows is not None:
+            workers, index = self.worker_rows
+            if not 0 <= index < workers:
+                raise ValueError(f"worker index {index} is not in [0, {workers})")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Split:
+    """Where this input pipeline sits among several (`tf.distribute.InputContext`)."""
+
+    pipeline_id: int = 0
+    per_replica_batch: int = 0
+    tokens_per_batch: int | None = None
+    files: tuple[str, ...] = ()
+    shard_records: tuple[int, int] | None = None  # every n-th record, when files are few
+
+
+def pretraining_dataset(
+    file_pattern: str | list[str],
+    config: PipelineConfig | None = None,
+    *,
+    tokenizer=None,
+    input_context: tf.distribute.InputContext | None = None,
+    **settings,
+) -> tf.data.Dataset:
+    """Reads pretraining shards, masks dynamically, batches and prefetches:
+    read → mask → batch → (serve).
+
+    Args:
+      file_pattern: glob(s) of the TFRecord shards `write_pretraining_data`
+        wrote.
+      config: a `PipelineConfig`; or give its fields as keywords (``settings``),
+        which also override a given ``config``'s.
+      tokenizer: a `Tokenizer` or `MaskingVocab`; default: the
+        ``masking_vocab.json`` next to the shards.
+      input_context: from `tf.distribute.Strategy.distribute_datasets_from_function`;
+        each input pipeline reads its own files (or every n-th example when
+        there are fewer files than pipelines) with its own seed. With
+        ``data_service`` the pipelines share one job instead, which deals
+        batches out among them.
 
     >>> import os, tempfile, numpy as np
     >>> from albert_tf.data.examples import PretrainingExample, serialize_example
@@ -329,6 +379,33 @@ def pretraining_dataset(
     >>> features["token_ids"].shape, labels["mask_ids"].shape
     (TensorShape([2, 12]), TensorShape([2, 2]))
     """
+    config = _config(config, settings)
+    if config.worker_rows is not None and input_context is not None:
+        raise ValueError("worker_rows and input_context are two ways to split input: pick one")
+    files = _shard_files(file_pattern, config.max_seq_length)
+    vocab = _resolve_vocab(tokenizer, files)
+    masker = Masker(
+        vocab,
+        max_seq_length=config.max_seq_length,
+        max_predictions_per_seq=config.max_predictions_per_seq,
+        masked_lm_prob=config.masked_lm_prob,
+    )
+    split = _split(files, config, input_context)
+    ds = _read(split, config)
+    ds = _mask_and_batch(ds, masker, split, config)
+    if config.data_service:
+        ds = _serve(ds, config)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _config(config: PipelineConfig | None, settings: dict) -> PipelineConfig:
+    if config is None:
+        return PipelineConfig(**settings)
+    return dataclasses.replace(config, **settings) if settings else config
+
+
+def _shard_files(file_pattern: str | list[str], max_seq_length: int) -> list[str]:
+    """The shard files, sorted; refused if none match or they were written longer."""
     patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
     files = sorted({f for p in patterns for f in storage.glob(p)})
     if not files:
@@ -339,85 +416,84 @@ def pretraining_dataset(
             f"shards were written for max_seq_length={meta['max_seq_length']}, "
             f"longer than max_seq_length={max_seq_length}"
         )
-    vocab = _resolve_vocab(tokenizer, files)
-    masker = Masker(
-        vocab,
-        max_seq_length=max_seq_length,
-        max_predictions_per_seq=max_predictions_per_seq,
-        masked_lm_prob=masked_lm_prob,
-    )
-    pad_id = vocab.pad_id
-    if data_service and data_service_mode not in DATA_SERVICE_MODES:
-        raise ValueError(
-            f"data_service_mode={data_service_mode!r} must be one of {DATA_SERVICE_MODES}"
-        )
-    if tokens_per_batch is not None:
-        bucket_lengths = list(bucket_lengths or token_budget_buckets(max_seq_length))
-        if bucket_lengths != sorted(set(bucket_lengths)) or bucket_lengths[-1] != max_seq_length:
-            raise ValueError(
-                f"bucket_lengths={bucket_lengths} must ascend and end at "
-                f"max_seq_length={max_seq_length}"
-            )
+    return files
 
-    per_replica_batch = batch_size
-    pipeline_id = 0
+
+def _split(
+    files: list[str], config: PipelineConfig, context: tf.distribute.InputContext | None
+) -> _Split:
+    """This pipeline's files (or records), batch and budget among ``context``'s."""
+    if context is None:
+        return _Split(0, config.batch_size, config.tokens_per_batch, tuple(files))
+    tokens = config.tokens_per_batch
+    if tokens is not None:
+        tokens //= context.num_replicas_in_sync
+    pipeline_id, n = context.input_pipeline_id, context.num_input_pipelines
     shard_records = None
-    if input_context is not None:
-        per_replica_batch = input_context.get_per_replica_batch_size(batch_size)
-        if tokens_per_batch is not None:
-            tokens_per_batch //= input_context.num_replicas_in_sync
-        pipeline_id = input_context.input_pipeline_id
-        n = input_context.num_input_pipelines
-        # A shared service job deals batches out among the pipelines itself.
-        if not data_service:
-            if len(files) >= n:
-                files = files[pipeline_id::n]
-            else:
-                shard_records = (n, pipeline_id)
-    base_seed = tf.constant([seed, pipeline_id], tf.int64)
+    # A shared service job deals batches out among the pipelines itself.
+    if not config.data_service:
+        if len(files) >= n:
+            files = files[pipeline_id::n]
+        else:
+            shard_records = (n, pipeline_id)
+    per_replica = context.get_per_replica_batch_size(config.batch_size)
+    return _Split(pipeline_id, per_replica, tokens, tuple(files), shard_records)
+
+
+def _read(split: _Split, config: PipelineConfig) -> tf.data.Dataset:
+    """(index, serialized example) pairs: files then a buffer shuffled, numbered."""
+    files = list(split.files)
 
     def examples(shuffle_seed: int | tf.Tensor) -> tf.data.Dataset:
-        """(index, serialized example) pairs, in file-then-buffer shuffled order."""
         ds = tf.data.Dataset.from_tensor_slices(files)
-        if shuffle:
+        if config.shuffle:
             ds = ds.shuffle(len(files), seed=shuffle_seed, reshuffle_each_iteration=True)
-        if repeat:
+        if config.repeat:
             ds = ds.repeat()
         ds = ds.interleave(
             tf.data.TFRecordDataset,
-            cycle_length=min(cycle_length, len(files)),
+            cycle_length=min(config.cycle_length, len(files)),
             block_length=1,
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )
-        if shard_records is not None:
-            ds = ds.shard(*shard_records)
-        if shuffle:
-            ds = ds.shuffle(shuffle_buffer_size, seed=shuffle_seed, reshuffle_each_iteration=True)
+        if split.shard_records is not None:
+            ds = ds.shard(*split.shard_records)
+        if config.shuffle:
+            ds = ds.shuffle(
+                config.shuffle_buffer_size, seed=shuffle_seed, reshuffle_each_iteration=True
+            )
         # Counting examples gives each one (in each epoch) its own seed.
         return ds.enumerate()
 
-    if data_service and data_service_mode == "parallel_epochs" and shuffle:
+    if config.data_service and config.data_service_mode == "parallel_epochs" and config.shuffle:
         # Every worker reads all files: each must shuffle with a seed of its
         # own, drawn when it starts, or all would send the same batches.
-        ds = tf.data.Dataset.from_tensors(0).map(lambda _: _fresh_seed()).flat_map(examples)
-    else:
-        # Locally, and with distributed_epoch, whose dispatcher shuffles and
-        # deals out the files (so the file list must stay the first source).
-        ds = examples(seed)
+        return tf.data.Dataset.from_tensors(0).map(lambda _: _fresh_seed()).flat_map(examples)
+    # Locally, and with distributed_epoch, whose dispatcher shuffles and
+    # deals out the files (so the file list must stay the first source).
+    return examples(config.seed)
 
-    draw_signature = {
-        "ngram": tf.int32,
-        "order_key": tf.float32,
-        "replace_u": tf.float32,
-        "random_index": tf.int32,
-    }
+
+_DRAW_SIGNATURE = {
+    "ngram": tf.int32,
+    "order_key": tf.float32,
+    "replace_u": tf.float32,
+    "random_index": tf.int32,
+}
+
+
+def _parse_and_mask(masker: Masker, split: _Split, config: PipelineConfig):
+    """A map function: a batch of (index, record) pairs → masked (features, labels)."""
+    max_seq_length = config.max_seq_length
+    pad_id = masker.vocab.pad_id
+    base_seed = tf.constant([config.seed, split.pipeline_id], tf.int64)
 
     def parse_and_mask(indices: tf.Tensor, records: tf.Tensor):
         # Everything runs on whole batches (far fewer op launches) except the
         # per-example random draws, which keep masks independent of batching.
         batch_seed = base_seed
-        if data_service:
+        if config.data_service:
             # Service workers count examples from 0 each: a fresh draw per
             # batch keeps two workers' examples from sharing masks.
             batch_seed = tf.random.experimental.stateless_fold_in(base_seed, _fresh_seed())
@@ -434,10 +510,10 @@ def pretraining_dataset(
         with tf.control_dependencies([check]):
             ids = tf.cast(ex["token_ids"], tf.int32).to_tensor(pad_id, shape=[None, max_seq_length])
         segs = tf.cast(ex["segment_ids"], tf.int32).to_tensor(0, shape=[None, max_seq_length])
-        draws = tf.map_fn(example_draws, indices, fn_output_signature=draw_signature)
+        draws = tf.map_fn(example_draws, indices, fn_output_signature=_DRAW_SIGNATURE)
         continues = ex["word_continues"].to_tensor(0, shape=[None, max_seq_length])
         m = masker.mask_batch(
-            ids, lengths, draws, word_continues=continues, return_spans=return_spans
+            ids, lengths, draws, word_continues=continues, return_spans=config.return_spans
         )
         features = {
             "token_ids": m["token_ids"],
@@ -445,7 +521,7 @@ def pretraining_dataset(
             "padding_mask": tf.cast(tf.range(max_seq_length)[None, :] < lengths[:, None], tf.int32),
             "mask_positions": m["mask_positions"],
         }
-        if return_spans:
+        if config.return_spans:
             features["span_lengths"] = m["span_lengths"]
         labels = {
             "mask_ids": m["mask_ids"],
@@ -454,35 +530,45 @@ def pretraining_dataset(
         }
         return features, labels
 
-    if worker_rows is not None and input_context is not None:
-        raise ValueError("worker_rows and input_context are two ways to split input: pick one")
-    if tokens_per_batch is None:
-        ds = ds.batch(per_replica_batch, drop_remainder=drop_remainder)
-        if worker_rows is not None:
-            ds = ds.map(_rows_of_worker(*worker_rows))
-        ds = ds.map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    else:
-        # Masked as fixed batches are (same seeds, same masks), then regrouped.
-        ds = ds.batch(_MASKING_CHUNK)
-        ds = ds.map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        ds = _token_budget_batches(
-            ds.unbatch(),
-            bucket_lengths=bucket_lengths,
-            batch_sizes=token_budget_batch_sizes(
-                tokens_per_batch, bucket_lengths, batch_size_multiple
-            ),
-            max_predictions=masker.max_predictions_per_seq,
-            masked_lm_prob=masked_lm_prob,
-            drop_remainder=drop_remainder,
+    return parse_and_mask
+
+
+def _mask_and_batch(
+    ds: tf.data.Dataset, masker: Masker, split: _Split, config: PipelineConfig
+) -> tf.data.Dataset:
+    """Numbered records → masked batches: fixed-size, or by token budget."""
+    parse_and_mask = _parse_and_mask(masker, split, config)
+    if split.tokens_per_batch is None:
+        ds = ds.batch(split.per_replica_batch, drop_remainder=config.drop_remainder)
+        if config.worker_rows is not None:
+            ds = ds.map(_rows_of_worker(*config.worker_rows))
+        return ds.map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    # Masked as fixed batches are (same seeds, same masks), then regrouped.
+    ds = ds.batch(_MASKING_CHUNK)
+    ds = ds.map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = _token_budget_batches(
+        ds.unbatch(),
+        bucket_lengths=config.bucket_lengths,
+        batch_sizes=token_budget_batch_sizes(
+            split.tokens_per_batch, config.bucket_lengths, config.batch_size_multiple
+        ),
+        max_predictions=masker.max_predictions_per_seq,
+        masked_lm_prob=config.masked_lm_prob,
+        drop_remainder=config.drop_remainder,
+    )
+    if config.worker_rows is not None:
+        ds = ds.map(_rows_of_worker(*config.worker_rows))
+    return ds
+
+
+def _serve(ds: tf.data.Dataset, config: PipelineConfig) -> tf.data.Dataset:
+    """The batches made by tf.data service workers instead of this process."""
+    check_serializable(ds)
+    # Workers keep batches ready; the client prefetches what arrives.
+    return ds.prefetch(tf.data.AUTOTUNE).apply(
+        tf.data.experimental.service.distribute(
+            processing_mode=config.data_service_mode,
+            service=config.data_service,
+            job_name=config.job_name,
         )
-        if worker_rows is not None:
-            ds = ds.map(_rows_of_worker(*worker_rows))
-    if data_service:
-        check_serializable(ds)
-        # Workers keep batches ready; the client prefetches what arrives.
-        ds = ds.prefetch(tf.data.AUTOTUNE).apply(
-            tf.data.experimental.service.distribute(
-                processing_mode=data_service_mode, service=data_service, job_name=job_name
-            )
-        )
-    return ds.prefetch(tf.data.AUTOTUNE)
+    )

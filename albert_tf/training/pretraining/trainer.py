@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from albert_tf import storage
 from albert_tf.config import AlbertConfig
-from albert_tf.data.pipeline import held_out_dataset, pretraining_dataset
+from albert_tf.data.pipeline import PipelineConfig, held_out_dataset, pretraining_dataset
 from albert_tf.layers.implementations import (
     choose_implementation,
     model_implementation,
@@ -129,8 +129,7 @@ def build_inputs(
     """The run's masked global batches (features, labels), each a multiple of
     ``num_replicas`` examples; with ``worker_rows`` ``(num_workers, index)``,
     this worker's rows of each."""
-    return pretraining_dataset(
-        options.train_files,
+    config = PipelineConfig(
         batch_size=options.micro_batch_size,
         max_seq_length=options.max_seq_length,
         max_predictions_per_seq=options.max_predictions_per_seq,
@@ -142,6 +141,7 @@ def build_inputs(
         data_service_mode=options.data_service_mode,
         job_name=data_service_job_name(options) if options.data_service else None,
     )
+    return pretraining_dataset(options.train_files, config)
 
 
 class PretrainingTrainer:
