@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,9 @@ def build(root: Path, lang: str) -> dict[str, Path]:
     done = root / f"done_{lang}"
     if done.exists():
         return paths
+    # What a build cut short (in this process or another) left is rebuilt whole.
+    for stale in (paths["model"], paths["export"], root / f"tokenizer_{lang}"):
+        shutil.rmtree(stale, ignore_errors=True)
     train_tokenizer(lang, root / f"tokenizer_{lang}")
     tokenizer = load_tokenizer(root / f"tokenizer_{lang}")
     keras.utils.set_random_seed(7)

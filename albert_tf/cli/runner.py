@@ -42,14 +42,15 @@ def fail(command: str, message: str) -> None:
     sys.exit(USER_ERROR_EXIT_CODE)
 
 
-def full_help() -> str:
+def full_help(command_module: str = "__main__") -> str:
     """``--helpfull``: every flag of the command (its own and the shared ones it
     adopts), and the few of absl's that matter, not the internals that absl and
     the libraries register."""
     by_module = flags.FLAGS.flags_by_module_dict()
     ours = [m for m in by_module if m == sys.argv[0] or m.startswith("albert_tf")]
+    first = sys.argv[0] if command_module == "__main__" else command_module
     parts = []
-    for module in sorted(ours, key=lambda m: m != sys.argv[0]):
+    for module in sorted(ours, key=lambda m: m != first):
         text = flags.FLAGS.module_help(module)
         if module == sys.argv[0]:  # the command run as __main__: named by its file
             text = text.replace(f"{module}:", f"{os.path.basename(module)}:", 1)
@@ -95,10 +96,15 @@ def run(
     # Before anything imports TensorFlow: its C++ start-up lines are filtered out of
     # a command's output (albert_tf.cli.startup). May re-run this command as a child.
     quiet_start_up()
+    # absl's --helpshort lists the flags of the module named by sys.argv[0]; a
+    # console script (albert-params) runs the command's module by its import name.
+    if main.__module__ != "__main__":
+        for flag in flags.FLAGS.get_key_flags_for_module(main.__module__):
+            flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
     def parse(argv: Sequence[str]) -> list[str]:
         if "--helpfull" in argv[1:]:
-            print(full_help())
+            print(full_help(main.__module__))
             sys.exit(0)
         try:
             return flags.FLAGS(list(argv))

@@ -66,9 +66,6 @@ class MultipleChoiceExample:
     source: str = ""
 
 
-# CONTEXT_KEEP: which end of a too-long context `pack_multiple_choice` keeps.
-
-
 def build_qa(question: str, option: str) -> str:
     """The official run_race rule (Python twin of the in-graph version)."""
     if "_" in question:

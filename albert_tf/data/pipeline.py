@@ -46,10 +46,6 @@ from albert_tf.data.choices import DATA_SERVICE_MODES
 from albert_tf.data.masking import Masker, MaskingVocab
 from albert_tf.data.shards import read_metadata
 
-# The tf.data service processing modes `pretraining_dataset` accepts: every
-# worker reads all the data (``parallel_epochs``), or the workers share out the
-# files of each epoch (``distributed_epoch``). Defined TensorFlow-free.
-
 # Ops that call back into the Python process that built the dataset: a tf.data
 # service worker runs the graph without that process.
 _PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
@@ -314,17 +310,22 @@ class PipelineConfig:
                 f"data_service_mode={self.data_service_mode!r} must be one of {DATA_SERVICE_MODES}"
             )
         if self.tokens_per_batch is not None:
-            buckets = list(self.bucket_lengths or token_budget_buckets(self.max_seq_length))
+            buckets = self.buckets
             if buckets != sorted(set(buckets)) or buckets[-1] != self.max_seq_length:
                 raise ValueError(
                     f"bucket_lengths={buckets} must ascend and end at "
                     f"max_seq_length={self.max_seq_length}"
                 )
-            object.__setattr__(self, "bucket_lengths", tuple(buckets))
         if self.worker_rows is not None:
             workers, index = self.worker_rows
             if not 0 <= index < workers:
                 raise ValueError(f"worker index {index} is not in [0, {workers})")
+
+    @property
+    def buckets(self) -> list[int]:
+        """The token-budget buckets: ``bucket_lengths``, or the default for
+        ``max_seq_length`` (computed, not stored, so a changed length gets its own)."""
+        return list(self.bucket_lengths or token_budget_buckets(self.max_seq_length))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -548,9 +549,9 @@ def _mask_and_batch(
     ds = ds.map(parse_and_mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = _token_budget_batches(
         ds.unbatch(),
-        bucket_lengths=config.bucket_lengths,
+        bucket_lengths=config.buckets,
         batch_sizes=token_budget_batch_sizes(
-            split.tokens_per_batch, config.bucket_lengths, config.batch_size_multiple
+            split.tokens_per_batch, config.buckets, config.batch_size_multiple
         ),
         max_predictions=masker.max_predictions_per_seq,
         masked_lm_prob=config.masked_lm_prob,

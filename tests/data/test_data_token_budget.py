@@ -7,6 +7,7 @@ written, not taken from the pipeline's own helpers.
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ import tensorflow as tf
 
 from albert_tf.data.examples import PretrainingExample, serialize_example
 from albert_tf.data.masking import MaskingVocab
-from albert_tf.data.pipeline import pretraining_dataset
+from albert_tf.data.pipeline import PipelineConfig, pretraining_dataset
 
 VOCAB = MaskingVocab(
     100, mask_id=4, special_ids=(0, 1, 2, 3, 4), word_start_mask=np.ones(100, bool)
@@ -136,3 +137,41 @@ def test_workers_rows_make_up_the_global_batches(shard, workers, budget):
             np.testing.assert_array_equal(np.concatenate(pieces), tensor.numpy(), err_msg=name)
     with pytest.raises(ValueError, match="worker index 2 is not in"):
         _dataset(path, worker_rows=(2, 2))
+
+
+def test_a_config_with_default_buckets_follows_a_changed_length():
+    # The default buckets belong to max_seq_length: overriding the length of a
+    # token-budget config gives that length's buckets, not the old ones.
+    config = PipelineConfig(batch_size=8, max_seq_length=512, tokens_per_batch=TOKENS)
+    assert config.buckets[-1] == 512 and config.bucket_lengths is None
+    shorter = dataclasses.replace(config, max_seq_length=64)
+    assert shorter.buckets[-1] == 64
+    with pytest.raises(ValueError, match="must ascend and end at max_seq_length=64"):
+        dataclasses.replace(config, max_seq_length=64, bucket_lengths=(16, 32))
+    with pytest.raises(ValueError, match="data_service_mode='sideways' must be one of"):
+        PipelineConfig(
+            batch_size=8, max_seq_length=64, data_service="grpc://x:1", data_service_mode="sideways"
+        )
+
+
+def test_keywords_override_a_given_config(shard):
+    path, _ = shard
+    config = PipelineConfig(
+        batch_size=8,
+        max_seq_length=64,
+        seed=5,
+        shuffle=False,
+        repeat=False,
+        drop_remainder=False,
+        tokens_per_batch=TOKENS,
+    )
+    by_keywords = list(_dataset(path, tokens_per_batch=TOKENS))
+    by_config = list(pretraining_dataset(path, config, tokenizer=VOCAB))
+    overridden = list(
+        pretraining_dataset(path, dataclasses.replace(config, seed=9), tokenizer=VOCAB, seed=5)
+    )
+    for other in (by_config, overridden):
+        assert len(other) == len(by_keywords)
+        for (f1, y1), (f2, y2) in zip(by_keywords, other, strict=True):
+            for name, tensor in {**f1, **y1}.items():
+                np.testing.assert_array_equal(tensor.numpy(), (f2 | y2)[name].numpy())

@@ -22,6 +22,10 @@ def _data_file(tmp_path, step):
     return tmp_path / "run" / "checkpoints" / f"ckpt-{step}.data-00000-of-00001"
 
 
+def _index_file(tmp_path, step):
+    return tmp_path / "run" / "checkpoints" / f"ckpt-{step}.index"
+
+
 def _truncate(path):
     size = os.path.getsize(path)
     with open(path, "r+b") as f:
@@ -35,11 +39,15 @@ def _corrupt(path):
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("damage", [_truncate, _corrupt])
-def test_resume_skips_a_damaged_newest_checkpoint(tmp_path, prepared, vocab, damage):
+@pytest.mark.parametrize(
+    "damage,file",
+    [(_truncate, _data_file), (_corrupt, _data_file), (_truncate, _index_file)],
+    ids=["truncated_data", "corrupted_data", "truncated_index"],
+)
+def test_resume_skips_a_damaged_newest_checkpoint(tmp_path, prepared, vocab, damage, file):
     first = _trainer(tmp_path, prepared, vocab, steps=4)
     first.train(log=lambda *_: None)  # saves ckpt-2 and ckpt-4
-    damage(_data_file(tmp_path, 4))
+    damage(file(tmp_path, 4))
     # The weights ckpt-2 holds, from a second run of the same recipe.
     reference = _trainer(tmp_path / "ref", prepared, vocab, steps=4)
     reference.train_one_step()

@@ -67,6 +67,11 @@ def checkpoint_path(directory: str, step: int) -> str:
     return os.path.join(directory, f"ckpt-{step}")
 
 
+def saved_steps(directory: str) -> list[int]:
+    """The steps of the checkpoints in ``directory``, newest first."""
+    return [checkpoint_step(path) for path in saved_checkpoints(directory)]
+
+
 def saved_checkpoints(directory: str) -> list[str]:
     """The checkpoint prefixes in ``directory``, newest (highest step) first.
 

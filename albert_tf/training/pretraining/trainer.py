@@ -293,11 +293,12 @@ class PretrainingTrainer:
         directory = checkpoint_layout.chief_checkpoint_dir(self.options.model_dir)
         damaged = []
         for path in checkpoint_layout.saved_checkpoints(directory):
-            input_position = self._input_position_of(path, log)
-            if input_position == "incomplete":
-                damaged.append(path)
-                continue
             try:
+                # Reads the checkpoint's index: a damaged one fails here already.
+                input_position = self._input_position_of(path, log)
+                if input_position == "incomplete":
+                    damaged.append(path)
+                    continue
                 checkpoint = self.checkpoint
                 if input_position == "afresh" and self.input_manager is None:
                     # Saved by a --data_service or multi-worker run: no
@@ -349,19 +350,30 @@ class PretrainingTrainer:
             return "own"
         # Every worker sees the same files, so all take the same branch. Each
         # writes its position before the checkpoint, so the chief's is there
-        # whenever positions of this worker count were saved at all.
+        # whenever positions of this worker count were saved at all; and a run
+        # that saved positions at an older step saved them at every later one.
         positions = checkpoint_layout.input_positions_dir(options.model_dir, self.workers)
-        if len(missing) < self.workers:
+        older = [
+            s
+            for s in checkpoint_layout.saved_steps(
+                checkpoint_layout.input_position_dir(options.model_dir, self.workers, 0)
+            )
+            if s < step
+        ]
+        if len(missing) < self.workers or older:
             log(
                 f"skipping checkpoint {path}: the input position of worker(s) "
                 f"{', '.join(map(str, missing))} at step {step} is missing from {positions} "
-                "(a save cut short)"
+                "(a save cut short, or files removed)"
             )
             return "incomplete"
+        if checkpoint_layout.holds_input_position(path):
+            saved_by = "one input position for all workers, as runs before per-worker positions"
+        else:
+            saved_by = "a run with another number of workers, or one process"
         log(
-            f"{path} has no input positions for {self.workers} workers (a run with another "
-            "number of workers, or one process, saved it): the input starts again from the "
-            "beginning of the data"
+            f"{path} has no input positions for {self.workers} workers (saved by {saved_by}): "
+            "the input starts again from the beginning of the data"
         )
         return "afresh"
 
