@@ -36,17 +36,14 @@ def shard(tmp_path_factory):
     return path, lengths
 
 
+# The settings every dataset here shares (one pass, file order, seed 5).
+SETTINGS = dict(
+    max_seq_length=64, shuffle=False, repeat=False, drop_remainder=False, seed=5, batch_size=8
+)
+
+
 def _dataset(path, **kw):
-    args = dict(
-        max_seq_length=64,
-        tokenizer=VOCAB,
-        shuffle=False,
-        repeat=False,
-        drop_remainder=False,
-        seed=5,
-        batch_size=8,
-    )
-    return pretraining_dataset(path, **{**args, **kw})
+    return pretraining_dataset(path, **{"tokenizer": VOCAB, **SETTINGS, **kw})
 
 
 def _rows(ds) -> collections.Counter:
@@ -156,15 +153,7 @@ def test_a_config_with_default_buckets_follows_a_changed_length():
 
 def test_keywords_override_a_given_config(shard):
     path, _ = shard
-    config = PipelineConfig(
-        batch_size=8,
-        max_seq_length=64,
-        seed=5,
-        shuffle=False,
-        repeat=False,
-        drop_remainder=False,
-        tokens_per_batch=TOKENS,
-    )
+    config = PipelineConfig(**SETTINGS, tokens_per_batch=TOKENS)
     by_keywords = list(_dataset(path, tokens_per_batch=TOKENS))
     by_config = list(pretraining_dataset(path, config, tokenizer=VOCAB))
     overridden = list(

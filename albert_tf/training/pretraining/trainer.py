@@ -166,8 +166,8 @@ class PretrainingTrainer:
         self.num_replicas = self.strategy.num_replicas_in_sync
         options.validate(self.num_replicas)
         if options.data_service and num_workers(self.strategy) > 1:
-            # Every worker must read the same global batch (see
-            # albert_tf.training.steps.replica_slices); a service job hands each batch to
+            # Every worker must read the same records in the same order (and keep
+            # its rows of each global batch); a service job hands each batch to
             # one reader only.
             raise ValueError(
                 "--data_service feeds one training process; with several workers "
