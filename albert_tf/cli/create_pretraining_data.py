@@ -19,7 +19,7 @@ time. The same command run again after an interruption redoes only the tasks
 that had not finished.
 
 By default the tasks run in ``--num_workers`` processes of this machine. With
-``--runner`` they run as an Apache Beam pipeline (`albert_tf.data.beam_pipeline`,
+``--runner`` they run as an Apache Beam pipeline (`albert_tf.data.shards.beam`,
 ``pip install -e '.[beam]'``) on any Beam runner, which gives the same examples;
 further Beam options go in one string, ``--beam_pipeline_options``::
 
@@ -153,7 +153,7 @@ def main() -> None:
         )
     if importlib.util.find_spec("apache_beam") is None:
         raise UserError("apache-beam is not installed: pip install -e '.[beam]'")
-    from albert_tf.data.beam_pipeline import run_beam_pipeline
+    from albert_tf.data.shards.beam import run_beam_pipeline
 
     run_beam_pipeline(
         tokenizer_dir=_TOKENIZER_DIR.value,

@@ -17,7 +17,7 @@ from albert_tf.data.shards import write_pretraining_data
 
 pytest.importorskip("apache_beam", reason="the beam extra is not installed")
 
-from albert_tf.data.beam_pipeline import run_beam_pipeline  # noqa: E402
+from albert_tf.data.shards.beam import run_beam_pipeline  # noqa: E402
 
 # 16 KiB tasks of the English sample: 19 tasks, so both workers get several.
 OPTIONS = dict(

@@ -1,7 +1,7 @@
 """Pretraining-data preparation as an Apache Beam pipeline, for many machines.
 
-The same tasks as `albert_tf.data.shards.write_pretraining_data` (byte ranges
-of files, slices of a tfds split: `albert_tf.data.tasks`) become Beam elements:
+The tasks of a `ShardPlan` (byte ranges of files, slices of a tfds split:
+`albert_tf.data.tasks`) become Beam elements:
 
     Create(tasks) → Reshuffle → ParDo(_WritePartsFn) → GroupByKey(shard)
                   → ParDo(_ConcatenateFn)
@@ -61,18 +61,11 @@ except ModuleNotFoundError as e:  # the optional [beam] extra
     ) from e
 
 from albert_tf import storage
-from albert_tf.data.shards import (
-    METADATA_FILE,
-    ShardOptions,
-    ShardWriter,
-    WriteSummary,
-    check_arguments,
-    concatenate_parts,
-    plan_tasks,
-    pretraining_metadata,
-    shard_paths,
-)
-from albert_tf.data.tasks import POOL_BYTES, TASK_BYTES, InputTask
+from albert_tf.data.shards import layout
+from albert_tf.data.shards.plan import ShardOptions, ShardPlan
+from albert_tf.data.shards.summary import WriteSummary
+from albert_tf.data.shards.writer import ShardWriter
+from albert_tf.data.tasks import InputTask
 
 if TYPE_CHECKING:
     from albert_tf.tokenizers.base import Tokenizer
@@ -155,7 +148,7 @@ class _ConcatenateFn(beam.DoFn):
         shard, indices = element
         # -1 is the placeholder that makes every shard appear, even with no tasks.
         tasks = sorted(i for i in indices if i >= 0)
-        concatenate_parts(self._parts_dir, shard, tasks, self._paths[shard])
+        layout.concatenate_parts(self._parts_dir, shard, tasks, self._paths[shard])
         yield self._paths[shard]
 
 
@@ -201,50 +194,49 @@ def _summary_from_counters(result) -> WriteSummary:
     return summary
 
 
-def _clear_output_dir(output_dir: str) -> None:
-    """From here on the directory does not claim to hold complete shards."""
-    import tensorflow as tf
-
-    tf.io.gfile.makedirs(output_dir)
-    meta_path = os.path.join(output_dir, METADATA_FILE)
-    if tf.io.gfile.exists(meta_path):
-        tf.io.gfile.remove(meta_path)
-    for old in tf.io.gfile.glob(os.path.join(output_dir, "pretrain-*-of-*.tfrecord")):
-        tf.io.gfile.remove(old)
-
-
 def run_beam_pipeline(
     *,
     tokenizer_dir: str,
     output_dir: str,
-    inputs: str | Sequence[str] | None = None,
-    tfds_name: str | None = None,
-    tfds_split: str = "train",
-    tfds_data_dir: str | None = None,
-    tfds_text_key: str | None = None,
-    max_seq_length: int = 512,
-    sentence_task: str = "sop",
-    packing: str = "doc_sentences",
-    short_seq_prob: float = 0.1,
-    dupe_factor: int = 10,
-    num_shards: int = 16,
-    seed: int = 12345,
-    chinese_segmenter: str | Callable[[str], list[str]] | None = None,
-    task_bytes: int = TASK_BYTES,
-    pool_bytes: int = POOL_BYTES,
+    runner: str = "DirectRunner",
+    pipeline_args: Sequence[str] = (),
+    log: Callable[[str], None] | None = print,
+    **options,
+) -> WriteSummary:
+    """Writes the shards of `write_pretraining_data` with a Beam pipeline.
+
+    ``options`` are `ShardPlan.build`'s and mean what they mean for the local
+    runner; ``runner`` is any Beam runner name (``DirectRunner``,
+    ``DataflowRunner``, ``FlinkRunner``, ``SparkRunner``, ``PortableRunner``)
+    and ``pipeline_args`` are further Beam pipeline options
+    (``["--direct_num_workers=2", "--direct_running_mode=multi_processing"]``,
+    ``["--project=...", "--region=...", "--temp_location=gs://..."]``).
+    """
+    if any(a == "--runner" or a.startswith("--runner=") for a in pipeline_args):
+        raise ValueError("give the runner as runner= (--runner), not in the pipeline options")
+    plan = ShardPlan.build(**options)
+    return run_beam(
+        plan,
+        tokenizer_dir=tokenizer_dir,
+        output_dir=output_dir,
+        runner=runner,
+        pipeline_args=pipeline_args,
+        log=log,
+    )
+
+
+def run_beam(
+    plan: ShardPlan,
+    *,
+    tokenizer_dir: str,
+    output_dir: str,
     runner: str = "DirectRunner",
     pipeline_args: Sequence[str] = (),
     log: Callable[[str], None] | None = print,
 ) -> WriteSummary:
-    """Writes the shards of `write_pretraining_data` with a Beam pipeline.
+    """Runs ``plan`` as a Beam pipeline.
 
-    Options mean what they mean there; ``runner`` is any Beam runner name
-    (``DirectRunner``, ``DataflowRunner``, ``FlinkRunner``, ``SparkRunner``,
-    ``PortableRunner``) and ``pipeline_args`` are further Beam pipeline
-    options (``["--direct_num_workers=2", "--direct_running_mode=multi_processing"]``,
-    ``["--project=...", "--region=...", "--temp_location=gs://..."]``).
-
-    Tasks are planned here, on the launcher; the workers read them. Inputs,
+    Tasks were planned here, on the launcher; the workers read them. Inputs,
     tfds data and the output directory may be remote (``gs://``: files are
     read and written through `albert_tf.storage`, i.e. tf.io.gfile); local
     inputs and a local output directory must be at the same path on every
@@ -254,18 +246,6 @@ def run_beam_pipeline(
     """
     from albert_tf.data.masking import MaskingVocab
 
-    check_arguments(
-        inputs=inputs,
-        tfds_name=tfds_name,
-        max_seq_length=max_seq_length,
-        sentence_task=sentence_task,
-        packing=packing,
-        dupe_factor=dupe_factor,
-        num_shards=num_shards,
-        chinese_segmenter=chinese_segmenter,
-    )
-    if any(a == "--runner" or a.startswith("--runner=") for a in pipeline_args):
-        raise ValueError("give the runner as runner= (--runner), not in the pipeline options")
     start = time.time()
     if not storage.is_remote(tokenizer_dir):
         tokenizer_dir = os.path.abspath(tokenizer_dir)
@@ -277,40 +257,23 @@ def run_beam_pipeline(
         masking_vocab = MaskingVocab.from_tokenizer(tokenizer)
     finally:
         shutil.rmtree(local_copy, ignore_errors=True)
-    tasks, empty_files = plan_tasks(
-        inputs=inputs,
-        tfds_name=tfds_name,
-        tfds_split=tfds_split,
-        tfds_data_dir=tfds_data_dir,
-        tfds_text_key=tfds_text_key,
-        task_bytes=task_bytes,
-        pool_bytes=pool_bytes,
-    )
-    opts = ShardOptions(
-        num_shards=num_shards,
-        max_seq_length=max_seq_length,
-        sentence_task=sentence_task,
-        short_seq_prob=short_seq_prob,
-        dupe_factor=dupe_factor,
-        seed=seed,
-        segmenter=chinese_segmenter,
-        packing=packing,
-    )
+    num_shards = plan.options.num_shards
     if not storage.is_remote(output_dir):
         output_dir = os.path.abspath(output_dir)  # workers may run elsewhere
-    _clear_output_dir(output_dir)
+    layout.prepare_output_dir(output_dir)
+    layout.withdraw_completion(output_dir)
 
-    parts_dir = os.path.join(output_dir, ".beam_parts")
+    parts_dir = os.path.join(output_dir, layout.BEAM_PARTS)
     storage.rmtree(parts_dir, ignore_errors=True)
     storage.makedirs(parts_dir)
-    paths = shard_paths(output_dir, num_shards)
+    paths = layout.shard_paths(output_dir, num_shards)
 
     pipeline = beam.Pipeline(options=PipelineOptions([f"--runner={runner}", *pipeline_args]))
     parts = (
         pipeline
-        | "Tasks" >> beam.Create(tasks)
+        | "Tasks" >> beam.Create(list(plan.tasks))
         | "SpreadTasks" >> beam.Reshuffle()
-        | "WriteParts" >> beam.ParDo(_WritePartsFn(tokenizer_files, opts, parts_dir))
+        | "WriteParts" >> beam.ParDo(_WritePartsFn(tokenizer_files, plan.options, parts_dir))
     )
     every_shard = pipeline | "EveryShard" >> beam.Create([(s, -1) for s in range(num_shards)])
     _ = (
@@ -324,34 +287,26 @@ def run_beam_pipeline(
     if state != PipelineState.DONE:
         raise RuntimeError(f"the Beam pipeline ended in state {state}, not DONE")
 
-    import tensorflow as tf
-
     summary = _summary_from_counters(result)
-    summary.tasks = len(tasks)
-    if empty_files:
-        summary.skipped["empty_file"] += empty_files
+    summary.tasks = len(plan.tasks)
+    if plan.empty_files:
+        summary.skipped["empty_file"] += plan.empty_files
     summary.shards = paths
-    missing = [p for p in summary.shards if not tf.io.gfile.exists(p)]
+    missing = [p for p in summary.shards if not storage.exists(p)]
     if missing:
         raise RuntimeError(f"the pipeline finished without writing {', '.join(missing)}")
     storage.rmtree(parts_dir, ignore_errors=True)
 
     masking_vocab.save(output_dir)
     summary.seconds = time.time() - start
-    meta = pretraining_metadata(
-        opts,
+    meta = plan.metadata(
         tokenizer=tokenizer,
         tokenizer_dir=tokenizer_dir,
-        tasks=tasks,
-        tfds_name=tfds_name,
-        task_bytes=task_bytes,
-        pool_bytes=pool_bytes,
         fingerprint=None,  # no resumption: a Beam run is redone whole
         summary=summary,
     )
     meta["runner"] = runner
-    # Last: with it the shards are complete.
-    storage.write_json_atomic(os.path.join(output_dir, METADATA_FILE), meta)
+    layout.write_metadata(output_dir, meta)  # last: with it the shards are complete
     if log is not None:
         log(summary.report())
     return summary
