@@ -50,13 +50,22 @@ class AlbertAttention(keras.layers.MultiHeadAttention):
         True
     """
 
-    #: In a bfloat16 or int8 serving model, ``{"qkv": ..., "output": ...}``:
-    #: callables ``x → x @ kernel + bias`` replacing the two projections
-    #: (`albert_tf.serving.precision.replace_projections` sets it); else None.
-    serving_projections = None
-
     #: How this layer computes; set for a whole model by `set_implementation`.
     implementation: Implementation = STOCK
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        #: In a bfloat16 or int8 serving model, ``{"qkv": ..., "output": ...}``:
+        #: callables ``x → x @ kernel + bias`` running the two projections; else None.
+        self.serving_projections = None
+
+    def serve_projections_with(self, *, qkv, output) -> None:
+        """From now on the fused query/key/value projection is ``qkv(x)`` (made
+        from `qkv_weights` with ``fold_scale=False``) and the output projection
+        ``output(context)``: for inference only
+        (`albert_tf.serving.precision.to_serving_precision` calls it on its
+        clone). Call it before tracing."""
+        self.serving_projections = {"qkv": qkv, "output": output}
 
     def call(
         self,

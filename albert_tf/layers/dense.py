@@ -15,9 +15,10 @@ class AlbertDense(keras.layers.Dense):
     """`keras.layers.Dense`, whose projection a serving model may replace.
 
     The weights, names and arithmetic are the parent's. A bfloat16 or int8
-    export (`albert_tf.serving.precision.replace_projections`) sets
-    ``serving_projection`` to a `Bfloat16Linear` or `Int8Linear` holding this
-    layer's kernel and bias; the activation still runs in float32. Keras's own
+    serving model (`albert_tf.serving.precision.to_serving_precision`, on its
+    own clone) runs the projection through a `Bfloat16Linear` or `Int8Linear`
+    holding this layer's kernel and bias (`serve_projection_with`); the
+    activation still runs in float32. Keras's own
     ``quantize("int8")`` is not used: its TensorFlow matmul is slower than
     float32 on CPU.
 
@@ -29,11 +30,18 @@ class AlbertDense(keras.layers.Dense):
         True
     """
 
-    #: A callable ``x → x @ kernel + bias`` in a serving model; None otherwise.
-    serving_projection = None
-
     #: How this layer computes; set for a whole model by `set_implementation`.
     implementation: Implementation = STOCK
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        #: A callable ``x → x @ kernel + bias`` in a serving model; None otherwise.
+        self.serving_projection = None
+
+    def serve_projection_with(self, projection) -> None:
+        """From now on ``x @ kernel + bias`` is ``projection(x)``: for inference
+        only (the kernel no longer trains through it). Call it before tracing."""
+        self.serving_projection = projection
 
     def call(self, inputs, training=None):
         fused_gelu = self.implementation.fused_kernels and self.activation is gelu_new

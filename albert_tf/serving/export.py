@@ -156,7 +156,8 @@ def export_saved_model(
     settings = read_finetune_settings(checkpoint_dir)
     task = settings.get("task", "multiple_choice")
     loader = load_text_classifier if task == "classification" else load_multiple_choice
-    model, _, blocks = load_for_serving(loader, checkpoint_dir, serving_precision)
+    served = load_for_serving(loader, checkpoint_dir, serving_precision)
+    model, blocks = served.model, served.blocks
     # Stock ops in the form oneDNN fuses: TF Serving has no albert_tf kernels.
     set_implementation(model, "serving")
     warning = precision_warning(serving_precision)

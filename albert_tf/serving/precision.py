@@ -1,7 +1,12 @@
-"""The numeric precision an exported model serves in: float32, bfloat16 or int8."""
+"""The numeric precision an exported model serves in: float32, bfloat16 or int8.
+
+`to_serving_precision` rewrites a model into a new one whose transformer
+projections run in the chosen precision; the model it is given is unchanged.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 
@@ -12,6 +17,7 @@ from albert_tf.hardware import ONEDNN_DTYPE_FLAGS, PRECISION_CPU_FLAGS, cpu_flag
 from albert_tf.layers.attention import AlbertAttention
 from albert_tf.layers.bfloat16_linear import Bfloat16Linear
 from albert_tf.layers.dense import AlbertDense
+from albert_tf.layers.implementations import model_implementation, set_implementation
 from albert_tf.layers.int8_linear import Int8Linear
 from albert_tf.layers.layer_norm import AlbertLayerNormalization
 from albert_tf.layers.walk import distinct_layers
@@ -65,12 +71,95 @@ def precision_warning(precision: str, flags: set[str] | None = None) -> str | No
 Projection = Callable[..., tf.Module]
 
 
+@dataclasses.dataclass(frozen=True)
+class ServingModel:
+    """What `to_serving_precision` returns: a new model and what it is made of."""
+
+    #: A new model with the given model's weights; the given model is unchanged.
+    model: keras.Model
+    #: The modules that now run its projections (a SavedModel of the model's
+    #: traced functions saves their variables as captures: `export.signature_root`).
+    projections: tuple[tf.Module, ...]
+    #: Each block's precision: ``{"attention": ..., "feedforward": ...}``.
+    blocks: dict[str, str]
+
+
+def to_serving_precision(
+    model: keras.Model, precision: str, *, int8_attention: str = "auto"
+) -> ServingModel:
+    """``model`` rewritten to serve in ``precision``, as a new model.
+
+    The new model is a clone of ``model`` (its own layers, the same weights and
+    implementation), with every LayerNorm frozen (`freeze_layer_norms`: one
+    fused op each in a served graph) and its transformer projections run by
+    new modules (`replace_projections`):
+
+    * float32: the projections as trained.
+    * bfloat16: `Bfloat16Linear` everywhere. Only the projections' matmuls are
+      rounded; the residual stream, LayerNorm and softmax stay float32. That
+      agreed with float32 on 99.7% of parable_zh items, a ``mixed_bfloat16``
+      model on 98.4%.
+    * int8: `Int8Linear` feed-forward projections. The attention block's
+      projections (a third of the projection FLOPs) run in ``int8_attention``:
+      ``"bfloat16"``, ``"float32"``, or ``"auto"`` (bfloat16 where this CPU has
+      bf16 instructions, else float32). With one input scale per tensor they
+      cost the most agreement: on the Chinese demo model, int8 there too
+      agreed with float32 on 98.5% of parable_zh items, int8 only in the
+      feed-forward block on 99.4%.
+
+    ``model`` itself is left as it was: it still trains, saves and converts.
+
+    >>> import numpy as np
+    >>> import albert_tf
+    >>> from albert_tf.config import AlbertConfig
+    >>> config = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16,
+    ...     num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+    ...     max_position_embeddings=16)
+    >>> model = albert_tf.AlbertMultipleChoice.from_albert_config(config)
+    >>> served = to_serving_precision(model, "bfloat16")
+    >>> served.model is model, len(served.projections), served.blocks["feedforward"]
+    (False, 4, 'bfloat16')
+    >>> x = {"token_ids": np.full((1, 2, 6), 7, "int32"),
+    ...      "segment_ids": np.zeros((1, 2, 6), "int32"),
+    ...      "padding_mask": np.ones((1, 2, 6), "int32")}
+    >>> before, after = model(x).numpy(), served.model(x).numpy()
+    >>> bool(np.abs(before - after).max() < 0.05), bool((before != after).any())
+    (True, True)
+    """
+    check_precision(precision)
+    if int8_attention == "auto":
+        int8_attention = "bfloat16" if precision_warning("bfloat16") is None else "float32"
+    if int8_attention not in ("bfloat16", "float32"):
+        raise ValueError(f"int8_attention={int8_attention!r}: use 'bfloat16', 'float32' or 'auto'")
+    clone = _clone(model)
+    freeze_layer_norms(clone)
+    if precision == "float32":
+        return ServingModel(clone, (), {"attention": "float32", "feedforward": "float32"})
+    if precision == "bfloat16":
+        made = replace_projections(clone, Bfloat16Linear, attention=Bfloat16Linear)
+        return ServingModel(clone, made, {"attention": "bfloat16", "feedforward": "bfloat16"})
+    other = Bfloat16Linear if int8_attention == "bfloat16" else None
+    made = replace_projections(clone, Int8Linear, attention=other)
+    return ServingModel(clone, made, {"attention": int8_attention, "feedforward": "int8"})
+
+
+def _clone(model: keras.Model) -> keras.Model:
+    """A new model of the same config, weights and implementation."""
+    clone = keras.models.clone_model(model)
+    clone.set_weights(model.get_weights())
+    name = model_implementation(model)
+    if name is not None:
+        set_implementation(clone, name)
+    return clone
+
+
 def replace_projections(
     model: keras.Model, feedforward: Projection | None, attention: Projection | None
-) -> list[tf.Module]:
+) -> tuple[tf.Module, ...]:
     """Routes ``model``'s transformer projections through new modules,
     ``make(kernel, bias, name=...)``: ``attention`` makes the attention block's
     two, ``feedforward`` the feed-forward block's; None leaves a block as it is.
+    It changes ``model``: `to_serving_precision` calls it on its clone.
 
     The query/key/value (fused), attention-output and both feed-forward
     projections are all but ~3% of ALBERT-base's FLOPs at 250 tokens;
@@ -78,50 +167,21 @@ def replace_projections(
     and the heads are untouched. A layer shared by several positions is
     replaced once, so the served model shares exactly what the trained one
     does. The float weights stay (checkpoints and conversion still see them).
-
-    Returns the new modules (a SavedModel of the replaced model's traced
-    functions saves their variables as captures: `export.signature_root`).
     """
     made: list[tf.Module] = []
     for layer in distinct_layers(model):
         if isinstance(layer, AlbertAttention) and attention is not None:
-            layer.serving_projections = {
-                "qkv": attention(*layer.qkv_weights(fold_scale=False), name="qkv"),
-                "output": attention(*layer.output_weights(), name="output"),
-            }
-            made += layer.serving_projections.values()
+            qkv = attention(*layer.qkv_weights(fold_scale=False), name="qkv")
+            output = attention(*layer.output_weights(), name="output")
+            layer.serve_projections_with(qkv=qkv, output=output)
+            made += [qkv, output]
         elif isinstance(layer, AlbertDense) and feedforward is not None:
-            layer.serving_projection = feedforward(layer.kernel, layer.bias, name=layer.name)
-            made.append(layer.serving_projection)
+            projection = feedforward(layer.kernel, layer.bias, name=layer.name)
+            layer.serve_projection_with(projection)
+            made.append(projection)
     if not made:
         raise ValueError("no ALBERT attention or feed-forward layers found to replace")
-    return made
-
-
-def quantize_int8(model: keras.Model, attention: str = "auto") -> tuple[list[tf.Module], str]:
-    """The int8 serving model: `Int8Linear` feed-forward projections.
-
-    The attention block's projections (a third of the projection FLOPs) are not
-    int8: with one input scale per tensor they cost the most agreement. On the
-    Chinese demo model, int8 there too agreed with float32 on 98.5% of
-    parable_zh items (int8 in the fused query/key/value projection alone,
-    98.8%); int8 only in the feed-forward block, 99.4%. They run in ``attention`` precision:
-    ``"bfloat16"`` (`Bfloat16Linear`), ``"float32"``, or ``"auto"``: bfloat16
-    where this CPU has bf16 instructions, else float32.
-
-    Returns the new modules and the attention block's precision.
-    """
-    if attention == "auto":
-        attention = "bfloat16" if precision_warning("bfloat16") is None else "float32"
-    if attention not in ("bfloat16", "float32"):
-        raise ValueError(f"attention={attention!r}: use 'bfloat16', 'float32' or 'auto'")
-    other = Bfloat16Linear if attention == "bfloat16" else None
-    return replace_projections(model, Int8Linear, attention=other), attention
-
-
-def cast_bfloat16(model: keras.Model) -> list[tf.Module]:
-    """`replace_projections` with `Bfloat16Linear`: bfloat16 matmuls, float32 elsewhere."""
-    return replace_projections(model, Bfloat16Linear, attention=Bfloat16Linear)
+    return tuple(made)
 
 
 def freeze_layer_norms(model: keras.Model) -> int:
@@ -139,28 +199,8 @@ def load_for_serving(
     loader: Callable[..., keras.Model],
     checkpoint_dir: str | os.PathLike[str],
     precision: str,
-) -> tuple[keras.Model, list[tf.Module], dict[str, str]]:
-    """``loader(checkpoint_dir)`` served in ``precision``.
-
-    * float32: the checkpoint as trained.
-    * bfloat16: `cast_bfloat16`. Only the projections' matmuls are rounded;
-      the residual stream, LayerNorm and softmax stay float32. That agreed with
-      float32 on 99.7% of parable_zh items, a ``mixed_bfloat16`` model on 98.4%.
-    * int8: `quantize_int8`.
-
-    In every precision the LayerNorms are frozen (`freeze_layer_norms`) and
-    attention runs its inference path, which oneDNN fuses
-    (`AlbertAttention`); neither changes the arithmetic beyond rounding.
-
-    Returns the model, the projection modules that replaced its float ones,
-    and each block's precision.
-    """
+) -> ServingModel:
+    """``loader(checkpoint_dir)`` rewritten to serve in ``precision``
+    (`to_serving_precision`)."""
     check_precision(precision)
-    model = loader(checkpoint_dir)
-    freeze_layer_norms(model)
-    if precision == "float32":
-        return model, [], {"attention": "float32", "feedforward": "float32"}
-    if precision == "bfloat16":
-        return model, cast_bfloat16(model), {"attention": "bfloat16", "feedforward": "bfloat16"}
-    made, attention = quantize_int8(model)
-    return model, made, {"attention": attention, "feedforward": "int8"}
+    return to_serving_precision(loader(checkpoint_dir), precision)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from numerics import int8_skip_reason
+from numerics import albert_budget, assert_normwise_close, int8_skip_reason
 from testing_utils import tiny_config
 
 import albert_tf
@@ -21,7 +21,7 @@ from albert_tf.hardware import onednn_runs
 from albert_tf.layers.bfloat16_linear import Bfloat16Linear
 from albert_tf.layers.int8_linear import INT8_MATMUL_OP, Int8Linear
 from albert_tf.serving import export_saved_model
-from albert_tf.serving.precision import cast_bfloat16, precision_warning, quantize_int8
+from albert_tf.serving.precision import precision_warning, to_serving_precision
 from albert_tf.tokenizers import load_tokenizer
 
 INT8_RUNS = onednn_runs("int8")
@@ -100,12 +100,15 @@ def test_bfloat16_linear_rounds_only_the_product():
     assert got.dtype == np.float32
 
 
-def test_quantize_int8_names_its_attention_choices():
+def test_int8_names_its_attention_choices():
     model = albert_tf.AlbertMultipleChoice.from_albert_config(tiny_config())
     with pytest.raises(ValueError, match="'bfloat16', 'float32' or 'auto'"):
-        quantize_int8(model, attention="int4")
-    _, attention = quantize_int8(model)  # "auto" follows this CPU
-    assert attention == ("bfloat16" if precision_warning("bfloat16") is None else "float32")
+        to_serving_precision(model, "int8", int8_attention="int4")
+    with pytest.raises(ValueError, match="use one of"):
+        to_serving_precision(model, "int4")
+    served = to_serving_precision(model, "int8")  # "auto" follows this CPU
+    expected = "bfloat16" if precision_warning("bfloat16") is None else "float32"
+    assert served.blocks == {"attention": expected, "feedforward": "int8"}
 
 
 def test_precision_warning_follows_cpu_flags():
@@ -119,10 +122,10 @@ def test_precision_warning_follows_cpu_flags():
         precision_warning("float8", flags=set())
 
 
-REPLACEMENTS = {  # name: (replace, projections replaced per distinct layer)
-    "bfloat16": (cast_bfloat16, 4),
-    "int8": (lambda m: quantize_int8(m, attention="bfloat16")[0], 4),
-    "int8_float32_attention": (lambda m: quantize_int8(m, attention="float32")[0], 2),
+REPLACEMENTS = {  # name: (precision, int8_attention, projections replaced per distinct layer)
+    "bfloat16": ("bfloat16", "auto", 4),
+    "int8": ("int8", "bfloat16", 4),
+    "int8_float32_attention": ("int8", "float32", 2),
 }
 
 
@@ -131,7 +134,7 @@ REPLACEMENTS = {  # name: (replace, projections replaced per distinct layer)
 )
 @pytest.mark.parametrize("sharing, layers", [("all", 1), ("none", 2)])
 def test_replaced_projections_keep_sharing_and_stay_close(name, sharing, layers):
-    replace, per_layer = REPLACEMENTS[name]
+    precision, int8_attention, per_layer = REPLACEMENTS[name]
     config = tiny_config(num_hidden_layers=2, share=sharing)
     model = albert_tf.AlbertMultipleChoice.from_albert_config(config)
     rng = np.random.RandomState(0)
@@ -141,12 +144,35 @@ def test_replaced_projections_keep_sharing_and_stay_close(name, sharing, layers)
         "padding_mask": np.ones((2, 3, 12), "int32"),
     }
     before = model(inputs, training=False).numpy()
-    made = replace(model)
+    served = to_serving_precision(model, precision, int8_attention=int8_attention)
     # up to 4 projections (q/k/v fused, attention output, 2 feed-forward) per *distinct* layer
-    assert len(made) == per_layer * layers
-    after = model(inputs, training=False).numpy()
+    assert len(served.projections) == per_layer * layers
+    after = served.model(inputs, training=False).numpy()
     assert not np.array_equal(before, after)  # the replaced path really ran
     np.testing.assert_allclose(after, before, atol=0.05 * np.abs(before).max())
+    # A rewrite, not a patch: the given model computes exactly as before.
+    assert served.model is not model
+    np.testing.assert_array_equal(model(inputs, training=False).numpy(), before)
+
+
+def test_float32_serving_model_is_a_frozen_clone_with_the_same_logits():
+    config = tiny_config(num_hidden_layers=2, share="all")
+    model = albert_tf.AlbertMultipleChoice.from_albert_config(config)
+    inputs = {
+        "token_ids": np.random.RandomState(1).randint(5, config.vocab_size, (2, 3, 12)),
+        "segment_ids": np.zeros((2, 3, 12), "int32"),
+        "padding_mask": np.ones((2, 3, 12), "int32"),
+    }
+    served = to_serving_precision(model, "float32")
+    assert served.projections == () and served.model is not model
+    assert [w.path for w in served.model.weights] == [w.path for w in model.weights]
+    # Frozen LayerNorms normalise c·x with epsilon c²·eps: the same function, rounded anew.
+    assert_normwise_close(
+        served.model(inputs, training=False),
+        model(inputs, training=False),
+        rtol=albert_budget(config, 12),
+        what="frozen clone",
+    )
 
 
 _SERVE = r"""
@@ -267,14 +293,10 @@ def exported(mc_models, tmp_path_factory):
     inputs = {k: packed[k] for k in ("token_ids", "segment_ids", "padding_mask")}
     present = np.array([[bool(o) for o in row] for row in CASE["options"]])
     reference = {}
-    for precision, replace in [
-        ("float32", None),
-        ("bfloat16", cast_bfloat16),
-        *([("int8", lambda m: quantize_int8(m)[0])] if INT8_RUNS else []),
-    ]:
+    for precision in ["float32", "bfloat16", *(["int8"] if INT8_RUNS else [])]:
         model = albert_tf.load_multiple_choice(model_dir)
-        if replace:
-            replace(model)
+        if precision != "float32":
+            model = to_serving_precision(model, precision).model
         reference[precision] = tf.nn.softmax(model(inputs)).numpy() * present
     return report, reference
 
