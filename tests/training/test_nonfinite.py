@@ -135,3 +135,18 @@ def test_skips_inside_compiled_loops_count_and_stop_as_one_step_a_call(
     assert error is not None and error.startswith("4 steps in a row"), error
     assert "at step 3" in error
     assert trainer.step == 2
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("explode:3", "unknown fault 'explode'"),
+        ("nonfinite_at_step:0", "needs a step >= 1"),
+        ("kill_before_save:x", "needs a step >= 1"),
+    ],
+)
+def test_a_bad_fault_spec_is_refused_by_the_options(tmp_path, prepared, spec, message):
+    # The options are where a spec is checked: the pretrain command does not parse it again.
+    options = tiny_options(tmp_path / "run", prepared, faults=spec)
+    with pytest.raises(ValueError, match=message):
+        options.validate(num_replicas=1)

@@ -66,21 +66,29 @@ KNOWN = (
 )
 
 
+def parse_spec(spec: str | None) -> dict[str, set[int]]:
+    """The steps of each known fault in ``spec``; ValueError names a bad item.
+    `PretrainingOptions.validate` checks a run's spec with it, `Faults` keeps its result."""
+    spec = spec or ""
+    steps: dict[str, set[int]] = {name: set() for name in KNOWN}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, step = item.partition(":")
+        if name not in KNOWN:
+            raise ValueError(
+                f"unknown fault {name!r} in {ENV_VAR}={spec!r}; known: {', '.join(KNOWN)}"
+            )
+        if not step.isdigit() or int(step) < 1:
+            raise ValueError(f"{ENV_VAR}: {item!r} needs a step >= 1, as in {name}:3")
+        steps[name].add(int(step))
+    return steps
+
+
 class Faults:
     """A parsed fault spec; each ``*_at_step`` fault fires once."""
 
     def __init__(self, spec: str | None):
         self.spec = spec or ""
-        self._pending: dict[str, set[int]] = {name: set() for name in KNOWN}
-        for item in filter(None, (part.strip() for part in self.spec.split(","))):
-            name, _, step = item.partition(":")
-            if name not in KNOWN:
-                raise ValueError(
-                    f"unknown fault {name!r} in {ENV_VAR}={self.spec!r}; known: {', '.join(KNOWN)}"
-                )
-            if not step.isdigit() or int(step) < 1:
-                raise ValueError(f"{ENV_VAR}: {item!r} needs a step >= 1, as in {name}:3")
-            self._pending[name].add(int(step))
+        self._pending = parse_spec(spec)
 
     def __bool__(self) -> bool:
         return any(self._pending.values())

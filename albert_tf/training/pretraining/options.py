@@ -12,6 +12,7 @@ import dataclasses
 from albert_tf.data.choices import DATA_SERVICE_MODES
 from albert_tf.data.examples import SENTENCE_TASKS
 from albert_tf.training.choices import PRECISIONS
+from albert_tf.training.pretraining.faults import parse_spec as parse_fault_spec
 
 #: The optimizers `PretrainingOptions.optimizer` names.
 OPTIMIZERS = ("lamb", "adamw")
@@ -106,6 +107,7 @@ per replica and micro-batch (128 × 1 accumulation steps × 1 replicas); set \
                 "yet take gradient accumulation; use --steps_per_loop=1 with "
                 "--gradient_accumulation_steps."
             )
+        parse_fault_spec(self.faults)  # a typo in a test's spec fails here, before any work
         if self.steps_per_loop > 1 and self.faults:
             raise ValueError("fault injection needs --steps_per_loop=1 (it acts between steps)")
         if self.max_consecutive_nonfinite_steps < 1:
