@@ -13,13 +13,13 @@ table. Each model is read with its own ``tokenizer/``.
 
 from __future__ import annotations
 
-import json
 import os
 
 from absl import flags
 
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
+from albert_tf.storage import write_json_atomic
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string(
@@ -83,8 +83,7 @@ def main() -> None:
         "max_sequences": FLAGS.max_sequences,
         "models": [result.to_json() for result in results],
     }
-    with open(os.path.join(FLAGS.output, JSON_FILE), "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2)
+    write_json_atomic(os.path.join(FLAGS.output, JSON_FILE), record)
     plot_layer_transitions(results, os.path.join(FLAGS.output, PNG_FILE))
     print(f"wrote {os.path.join(FLAGS.output, JSON_FILE)} and {PNG_FILE}")
 

@@ -35,6 +35,7 @@ from absl import flags
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
 from albert_tf.data.inputs import resolve_inputs
+from albert_tf.storage import write_json_atomic
 
 SHARED = "../shared/data"
 CORPORA = {
@@ -143,8 +144,7 @@ def prepare(lang: str, corpora: list[str], out: str) -> dict:
         "pretraining_sentences": sum(len(d) for d in pretraining_text),
         "items": {k: len(v) for k, v in splits.items()},
     }
-    with open(os.path.join(out, "prepare.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2)
+    write_json_atomic(os.path.join(out, "prepare.json"), summary)
     return summary
 
 
@@ -233,12 +233,10 @@ def build(lang: str, corpora: list[str]) -> None:
             ],
             os.path.join(work, "finetune.log"),
         )
-    with open(times_path, "w", encoding="utf-8") as f:
-        json.dump(times, f, indent=2)
+    write_json_atomic(times_path, times)
     if "evaluate" in stages:
         report = evaluate(os.path.join(fine, "best"), data, SHARED_SETS[lang])
-        with open(os.path.join(work, "evaluation.json"), "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, ensure_ascii=False)
+        write_json_atomic(os.path.join(work, "evaluation.json"), report)
         print(f"[{lang}] {json.dumps(report, ensure_ascii=False)}")
     if "export" in stages:
         from albert_tf.serving import export_saved_model

@@ -20,6 +20,7 @@ from absl import flags
 
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
+from albert_tf.storage import write_json_atomic
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", None, "Model directory (albert_tf format), e.g. MODEL_DIR/final.")
@@ -82,8 +83,7 @@ def main() -> None:
     print(json.dumps(results, indent=2))
     if FLAGS.output:
         os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
-        with open(FLAGS.output, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
+        write_json_atomic(FLAGS.output, results)
 
 
 def run() -> None:

@@ -12,13 +12,13 @@ the plotted numbers next to the PNG as ``FILE.json``
 
 from __future__ import annotations
 
-import json
 import os
 
 from absl import flags
 
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
+from albert_tf.storage import write_json_atomic
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output", None, "The PNG to write; the numbers go to the same name .json.")
@@ -41,8 +41,7 @@ def main(run_dirs: list[str]) -> None:
     ]
     plot_learning_curves(curves, FLAGS.output)
     numbers = os.path.splitext(FLAGS.output)[0] + ".json"
-    with open(numbers, "w", encoding="utf-8") as f:
-        json.dump({"runs": curves}, f, indent=2)
+    write_json_atomic(numbers, {"runs": curves})
     for curve in curves:
         if curve["skipped_lines"]:
             print(f"{curve['run_dir']}: skipped {curve['skipped_lines']} unreadable line(s)")

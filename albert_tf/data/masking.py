@@ -93,18 +93,18 @@ class MaskingVocab:
         )
 
     def save(self, directory: str) -> None:
-        with storage.open_file(os.path.join(directory, _VOCAB_FILE), "w") as fh:
-            json.dump(
-                {
-                    "vocabulary_size": self.vocabulary_size,
-                    "mask_id": self.mask_id,
-                    "special_ids": list(self.special_ids),
-                    "pad_id": self.pad_id,
-                    # Continuation pieces are usually the minority: store those.
-                    "continuation_ids": np.flatnonzero(~self.word_start_mask).tolist(),
-                },
-                fh,
-            )
+        """Writes ``masking_vocab.json`` atomically (a reader never sees half of it)."""
+        storage.write_json_atomic(
+            os.path.join(directory, _VOCAB_FILE),
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "mask_id": self.mask_id,
+                "special_ids": list(self.special_ids),
+                "pad_id": self.pad_id,
+                # Continuation pieces are usually the minority: store those.
+                "continuation_ids": np.flatnonzero(~self.word_start_mask).tolist(),
+            },
+        )
 
     @classmethod
     def load(cls, directory: str) -> MaskingVocab:
