@@ -29,7 +29,7 @@ class ParameterCount:
 def parameter_count(config: AlbertConfig) -> ParameterCount:
     """Counts without building the model (xxlarge would allocate ~1 GB).
 
-    `tests/model/test_model_size.py` checks it against built models.
+    `tests/test_model_size.py` checks it against built models.
     """
     e, h, f = config.embedding_size, config.hidden_size, config.intermediate_size
     plan = sharing_plan(

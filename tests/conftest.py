@@ -10,14 +10,14 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from testing_utils import BUILDS_ENV, build_lock  # noqa: E402
+from helpers.testing_utils import BUILDS_ENV, build_lock  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def shared_builds(tmp_path_factory) -> Path:
     """Where session-wide builds go: ``$ALBERT_TF_TEST_BUILDS`` if set, else the
     folder every pytest-xdist worker of this run shares (``-n 2``), else this
-    session's base temp. Build into it under `testing_utils.build_lock`."""
+    session's base temp. Build into it under `helpers.testing_utils.build_lock`."""
     if os.environ.get(BUILDS_ENV):
         return Path(os.environ[BUILDS_ENV])
     base = tmp_path_factory.getbasetemp()
@@ -27,8 +27,9 @@ def shared_builds(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def mc_models(shared_builds):
     """Tiny English and Chinese multiple-choice models, built once per run
-    (tests/finetune, tests/serving and tests/apps share them; see mc_helpers)."""
-    from mc_helpers import models
+    (tests/training/finetuning, tests/data, tests/serving and tests/apps share them;
+    see helpers/mc_helpers.py)."""
+    from helpers.mc_helpers import models
 
     with build_lock(shared_builds):
         return models(shared_builds)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers.paths import REPO
+
 from albert_tf.cli import COMMANDS
 
-PACKAGE = Path(__file__).resolve().parents[1] / "albert_tf"
+PACKAGE = REPO / "albert_tf"
 
 # Each area may import only areas before it. docs/architecture.md explains the order.
 ORDER = [

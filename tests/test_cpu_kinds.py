@@ -6,7 +6,7 @@ machines change kind from session to session (AMD with AVX-512 BF16, AMD with AV
 only, Intel with AVX-512 VNNI), and so do users'. A tolerance read off one kind failed
 on the next (issue 29). ``ONEDNN_MAX_CPU_ISA`` caps the instruction set oneDNN uses, so
 running the comparison tests a second time one kind down makes such a tolerance fail
-here first. The tolerances themselves come from the arithmetic (tests/numerics.py).
+here first. The tolerances themselves come from the arithmetic (tests/helpers/numerics.py).
 """
 
 from __future__ import annotations
@@ -14,28 +14,26 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from numerics import lower_isa
-from testing_utils import BUILDS_ENV
+from helpers.numerics import lower_isa
+from helpers.paths import REPO
+from helpers.testing_utils import BUILDS_ENV
 
 from albert_tf.hardware import cpu_flags
-
-REPO = Path(__file__).resolve().parents[1]
 
 #: The tests that compare two computations of one function where oneDNN computes at
 #: least one side: two graphs, fused against stock kernels, lower precisions, an
 #: independent implementation. Left out, to keep this pass short: the LiteRT tests
 #: (the interpreter's XNNPACK kernels ignore the cap; only the reference side would
 #: change) and the Hugging Face export tests (the same weights and arithmetic as
-#: tests/parity/test_hf_parity.py, which runs here).
+#: tests/checkpoints/test_hf_parity.py, which runs here).
 NUMERICS_SENSITIVE = (
-    "tests/test_numerics.py",
-    "tests/model/test_attention.py",
-    "tests/model/test_fused_kernels.py",
-    "tests/model/test_layer_norm.py",
-    "tests/parity/test_hf_parity.py",
+    "tests/helpers/test_numerics.py",
+    "tests/layers/test_attention.py",
+    "tests/kernels/test_fused_kernels.py",
+    "tests/layers/test_layer_norm.py",
+    "tests/checkpoints/test_hf_parity.py",
     "tests/serving/test_saved_model.py",
     "tests/serving/test_precision.py",
 )

@@ -7,11 +7,11 @@ trained model or a long run) is reported as skipped, not as passed.
 
 import doctest
 import importlib
-from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 
-PACKAGE = Path(__file__).resolve().parents[1] / "albert_tf"
+PACKAGE = REPO / "albert_tf"
 
 
 def _modules_with_examples() -> list[str]:

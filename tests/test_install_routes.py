@@ -6,7 +6,8 @@ import pathlib
 import re
 import tomllib
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from helpers.paths import REPO as ROOT
+
 # What requires the `tensorflow` distribution, which tensorflow-tpu does not count as.
 TENSORFLOW_FAMILY = {"tensorflow", "tensorflow-text", "tensorboard", "keras-hub"}
 

@@ -26,8 +26,7 @@ def resolve_precision(
     on the devices found, or on ``devices``); others pass through.
 
     On CPU, bfloat16 is about 1.6x faster than float32 per ALBERT-base step where
-    it is native (``bench/README.md``) and tracks float32's loss
-    (``docs/pretraining.md``).
+    it is native (``docs/results.md``, ``pretraining_step``).
 
     >>> resolve_precision("auto", flags={"avx2", "avx512_bf16"})
     'bfloat16'

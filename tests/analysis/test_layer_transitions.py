@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from testing_utils import random_batch, tiny_config
+from helpers.paths import REPO
+from helpers.testing_utils import random_batch, tiny_config
 
 from albert_tf.analysis.layer_transitions import (
     analyze_model,
@@ -21,8 +22,6 @@ from albert_tf.analysis.layer_transitions import (
     with_hidden_states,
 )
 from albert_tf.models.backbone import AlbertBackbone
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _states_layer_by_layer(backbone: AlbertBackbone, batch: dict) -> list[np.ndarray]:

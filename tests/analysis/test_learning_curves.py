@@ -9,10 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 
 from albert_tf.analysis.learning_curves import learning_curve, read_metrics
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

@@ -34,9 +34,9 @@ def _release_loaded_models():
 @pytest.fixture(scope="session")
 def classifier_models(shared_builds):
     """A tiny Chinese classifier with a card and a tiny English regression model,
-    built once per run (see classifier_helpers)."""
-    from classifier_helpers import models
-    from testing_utils import build_lock
+    built once per run (see helpers/classifier_helpers.py)."""
+    from helpers.classifier_helpers import models
+    from helpers.testing_utils import build_lock
 
     with build_lock(shared_builds):
         return models(shared_builds)

@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from app_browser import CHROMIUM, SKIP_REASON, app_in_chromium, screenshot_dir
+from helpers.app_browser import CHROMIUM, SKIP_REASON, app_in_chromium, screenshot_dir
+from helpers.paths import REPO
 
-APPS = Path(__file__).resolve().parents[2] / "apps"
+APPS = REPO / "apps"
 PAGE = APPS / "pages" / "classification.py"
 MC_PAGE = APPS / "multiple_choice.py"
 REVIEW = "这个手机用了一个月，电池很耐用，屏幕也清楚，推荐购买。"

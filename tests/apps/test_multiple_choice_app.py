@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from app_browser import CHROMIUM, SKIP_REASON, app_in_chromium, screenshot_dir
+from helpers.app_browser import CHROMIUM, SKIP_REASON, app_in_chromium, screenshot_dir
+from helpers.paths import REPO
 
-APP = Path(__file__).resolve().parents[2] / "apps" / "multiple_choice.py"
+APP = REPO / "apps" / "multiple_choice.py"
 
 
 @pytest.fixture()
@@ -197,7 +198,7 @@ def test_app_renders_and_answers_in_headless_chromium(mc_models, tmp_path):
     assert "no model card was exported" in pages["en"]
 
 
-SHIPPED = Path(__file__).resolve().parents[2] / "models" / "exported"
+SHIPPED = REPO / "models" / "exported"
 
 
 def test_the_shipped_demo_models_answer_both_examples(monkeypatch):

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 import tensorflow as tf
-from training_utils import scoring_batches
+from helpers.training_utils import scoring_batches
 
 from albert_tf.baselines.unigram import unigram_baseline
 from albert_tf.tokenizers import load_tokenizer

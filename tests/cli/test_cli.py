@@ -11,10 +11,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 
 from albert_tf.cli import COMMAND_MODULES, COMMANDS
 
-REPO = Path(__file__).resolve().parents[2]
 CLI_DIR = REPO / "albert_tf" / "cli"
 
 

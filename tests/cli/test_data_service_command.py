@@ -6,11 +6,9 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import tensorflow as tf
-
-REPO = Path(__file__).resolve().parents[2]
+from helpers.paths import REPO
 
 
 def _start(*flags: str) -> tuple[subprocess.Popen, str]:

@@ -11,12 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 
 from albert_tf.data import read_documents, sample_path
 from albert_tf.data.multiple_choice import read_multiple_choice
 from albert_tf.data.next_sentence import document_split
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _demo_models(*args: str) -> subprocess.CompletedProcess:

@@ -13,8 +13,8 @@ import subprocess
 import sys
 
 import pytest
+from helpers.paths import REPO
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 FLAGFILES = sorted((REPO / "configs").glob("*.flags"))
 
 # Flags whose values are inputs: files, folders or globs that must exist before the run.

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 from absl import flags
+from helpers.paths import REPO
 
 from albert_tf.cli import COMMAND_MODULES
 from albert_tf.cli.startup import StderrFilter, command_name, requested_verbosity
 
-REPO = Path(__file__).resolve().parents[2]
 # Any absl C++ log line ("I0000 00:00:1795494502.909365   26296 port.cc:153] ..."),
 # written independently of the launcher's own pattern.
 CPP_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\]", re.MULTILINE)
@@ -147,7 +147,7 @@ def _gone(pid: str) -> bool:
 
 
 def test_killing_the_launcher_kills_the_command():
-    # A run killed with SIGKILL is resumed by a new one (tests/training): the filtered
+    # A run killed with SIGKILL is resumed by a new one (tests/training/pretraining): the filtered
     # child must not outlive its launcher and keep writing.
     process = subprocess.Popen(
         _module("albert_tf.data_service", "--dispatcher", "--port=0"),

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from numerics import albert_budget, assert_normwise_close
-from testing_utils import TWO_LAYERS, tiny_config
+from helpers.numerics import albert_budget, assert_normwise_close
+from helpers.testing_utils import TWO_LAYERS, tiny_config
 
 import albert_tf
 from albert_tf.checkpoints.saved_format import save_model

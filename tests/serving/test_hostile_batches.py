@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from mc_helpers import VOCAB, tiny_mc_config
-from numerics import albert_budget
+from helpers.mc_helpers import VOCAB, tiny_mc_config
+from helpers.numerics import albert_budget
 
 # The limits as docs/serving.md states them, written out here rather than imported:
 # changing one in the code without the docs (and this test) is a mistake.

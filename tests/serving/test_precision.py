@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from numerics import albert_budget, assert_normwise_close, int8_skip_reason
-from testing_utils import tiny_config
+from helpers.numerics import albert_budget, assert_normwise_close, int8_skip_reason
+from helpers.testing_utils import tiny_config
 
 import albert_tf
 from albert_tf.data.multiple_choice import pack_multiple_choice

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from numerics import albert_budget, assert_normwise_close
-from testing_utils import tiny_config
+from helpers.numerics import albert_budget, assert_normwise_close
+from helpers.testing_utils import tiny_config
 
 import albert_tf
 from albert_tf.data.multiple_choice import pack_multiple_choice

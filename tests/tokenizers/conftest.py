@@ -7,12 +7,13 @@ import random
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 
 from albert_tf.data.corpus import iter_sentences
 from albert_tf.tokenizers.sentencepiece import SentencePieceTokenizer, train_sentencepiece
 from albert_tf.tokenizers.wordpiece import WordPieceTokenizer, train_wordpiece
 
-SAMPLE_DIR = Path(__file__).resolve().parents[2] / "albert_tf" / "data" / "sample"
+SAMPLE_DIR = REPO / "albert_tf" / "data" / "sample"
 
 
 def _sample(name: str, limit: int) -> list[str]:

@@ -8,6 +8,7 @@ A process of its own: logical devices must be set before TensorFlow starts.
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -18,8 +19,12 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 
-sys.path.insert(0, __file__.rsplit("/", 2)[0])  # tests/, for training_utils
-from training_utils import tiny_albert  # noqa: E402
+# tests/ (the folder above this file that holds helpers/), for helpers.training_utils
+TESTS = next(
+    p for p in Path(__file__).resolve().parents if (p / "helpers" / "__init__.py").is_file()
+)
+sys.path.insert(0, str(TESTS))
+from helpers.training_utils import tiny_albert  # noqa: E402
 
 from albert_tf.tokenizers import load_tokenizer  # noqa: E402
 from albert_tf.training.pretraining.options import PretrainingOptions  # noqa: E402

@@ -5,6 +5,7 @@ STRATEGY: default | mirrored2 (two logical CPU replicas) | multi_worker (TF_CONF
 """
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -20,8 +21,12 @@ elif strategy_name == "multi_worker":
 else:
     strategy = tf.distribute.get_strategy()
 
-sys.path.insert(0, __file__.rsplit("/", 2)[0])  # tests/, for training_utils
-from training_utils import tiny_albert  # noqa: E402
+# tests/ (the folder above this file that holds helpers/), for helpers.training_utils
+TESTS = next(
+    p for p in Path(__file__).resolve().parents if (p / "helpers" / "__init__.py").is_file()
+)
+sys.path.insert(0, str(TESTS))
+from helpers.training_utils import tiny_albert  # noqa: E402
 
 from albert_tf.tokenizers import load_tokenizer  # noqa: E402
 from albert_tf.training.pretraining.options import PretrainingOptions  # noqa: E402

@@ -20,6 +20,7 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -30,9 +31,13 @@ MIRRORED = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 ONE = tf.distribute.get_strategy()
 
 out, train_files, tokenizer_dir, work_dir = sys.argv[1:5]
-sys.path.insert(0, __file__.rsplit("/", 2)[0])  # tests/, for training_utils
+# tests/ (the folder above this file that holds helpers/), for helpers.training_utils
+TESTS = next(
+    p for p in Path(__file__).resolve().parents if (p / "helpers" / "__init__.py").is_file()
+)
+sys.path.insert(0, str(TESTS))
 import keras  # noqa: E402
-from training_utils import tiny_albert  # noqa: E402
+from helpers.training_utils import tiny_albert  # noqa: E402
 
 from albert_tf.data import read_documents, sample_path  # noqa: E402
 from albert_tf.data.classification import ClassificationExample  # noqa: E402
@@ -152,7 +157,7 @@ def finetune() -> dict:
 
 
 def pretrain() -> dict:
-    from training_utils import tiny_options
+    from helpers.training_utils import tiny_options
 
     class Prepared:  # what tiny_options reads
         pass

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import tensorflow as tf
-from training_utils import tiny_albert, tiny_options
+from helpers.training_utils import tiny_albert, tiny_options
 
 from albert_tf.layers.implementations import model_implementation
 from albert_tf.training import devices as devices_module

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from training_utils import free_ports
+from helpers.training_utils import free_ports
 
 WORKER = os.path.join(os.path.dirname(__file__), "distributed_worker.py")
 

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from training_utils import scoring_batches, tiny_albert, tiny_options
+from helpers.training_utils import scoring_batches, tiny_albert, tiny_options
 
 from albert_tf.checkpoints.saved_format import save_model
 from albert_tf.training.pretraining.trainer import PretrainingTrainer

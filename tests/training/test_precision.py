@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from training_utils import tiny_albert, tiny_options
+from helpers.training_utils import tiny_albert, tiny_options
 
 from albert_tf.hardware import cpu_flags
 from albert_tf.training.precision import resolve_precision

@@ -13,8 +13,8 @@ import subprocess
 import sys
 
 import pytest
-from numerics import albert_depth_and_width, float32_budget
-from training_utils import tiny_albert
+from helpers.numerics import albert_depth_and_width, float32_budget
+from helpers.training_utils import tiny_albert
 
 WORKER = os.path.join(os.path.dirname(__file__), "scale_worker.py")
 # The worker runs 3 to 4 minutes here; the subprocess bound is the test's.

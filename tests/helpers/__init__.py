@@ -1,0 +1,16 @@
+"""What the tests share, in one place (importable as ``helpers.*`` because pyproject.toml
+puts tests/ on pytest's ``pythonpath``; worker scripts run in a subprocess put tests/ on
+``sys.path`` themselves).
+
+* `paths`: the repository and its tests/ folder, whatever a test's depth under tests/.
+* `testing_utils`: tiny configs and batches, the layer contract (`run_layer_test`),
+  executed-op lists, TF1 checkpoints written by hand, the build lock for session builds.
+* `numerics`: tolerances from floating-point arithmetic (`albert_budget`,
+  `assert_normwise_close`) and the oneDNN instruction-set ladder; `test_numerics.py`
+  beside it checks them.
+* `training_utils`: tiny pretraining runs (config, options, the pretrain command, ports).
+* `mc_helpers`: the tiny English and Chinese multiple-choice models, built once a session.
+* `classifier_helpers`: the tiny text classifiers of the app tests, built once a session.
+* `hf_reference`: random Hugging Face ALBERT models to compare against (torch).
+* `app_browser`: the Streamlit app under `streamlit run`, driven by headless Chromium.
+"""
