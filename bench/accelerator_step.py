@@ -1,8 +1,8 @@
 """Pretraining steps on the devices TensorFlow finds: examples/s, MFU, input headroom.
 
-    .venv/bin/python bench/accelerator_step.py --model=base --global_batch=512 --seq_length=128
-    .venv/bin/python bench/accelerator_step.py --model=large --global_batch=256 --seq_length=512
-    .venv/bin/python bench/accelerator_step.py --smoke   # tiny shapes on CPU: the plumbing
+    .venv/bin/python -m bench.accelerator_step --model=base --global_batch=512 --seq_length=128
+    .venv/bin/python -m bench.accelerator_step --model=large --global_batch=256 --seq_length=512
+    .venv/bin/python -m bench.accelerator_step --smoke   # tiny shapes on CPU: the plumbing
 
 For a machine with GPUs or a TPU (and for us, when one exists). Everything the
 ``pretrain`` command would choose is chosen the same way (`albert_tf.training.devices`):
@@ -27,18 +27,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
+from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+from bench import common
+from bench.common import Job, Steps
 
 MODELS = {"base": "albert_base_v2", "large": "albert_large_v2"}
 
 
 def _shape(args, config):
-    from step_workload import Shape
+    from bench.step_workload import Shape
 
     return Shape(
         vocab=config.vocab_size, embed=config.embedding_size, hidden=config.hidden_size,
@@ -71,7 +71,7 @@ def _matmul_peak(strategy, precision: str, smoke: bool) -> float:
 
 
 def _peer_keras_hub(shape, precision: str, jit: bool, steps: int) -> dict:
-    from step_peers import build_keras_hub_step
+    from bench.step_peers import build_keras_hub_step
 
     step, info = build_keras_hub_step(
         shape, precision if precision != "float16" else "float32", jit
@@ -86,8 +86,6 @@ def _peer_keras_hub(shape, precision: str, jit: bool, steps: int) -> dict:
 
 def run(args) -> dict:
     import keras
-    from input_pipeline import synthetic_vocab, write_synthetic_shards
-    from step_workload import albert_training_flops, flops_args
 
     import albert_tf
     from albert_tf.training.devices import Devices, auto_jit_compile
@@ -96,6 +94,8 @@ def run(args) -> dict:
     from albert_tf.training.pretraining.steps import PretrainingSteps
     from albert_tf.training.pretraining.trainer import build_inputs, build_model, build_optimizer
     from albert_tf.training.strategies import create_strategy
+    from bench.input_pipeline import measure, synthetic_vocab, write_synthetic_shards
+    from bench.step_workload import albert_training_flops, flops_args
 
     devices = Devices.detect()
     strategy = create_strategy("auto", args.tpu, devices=devices)
@@ -141,8 +141,6 @@ def run(args) -> dict:
     flops = albert_training_flops(**flops_args(shape))
     achieved = flops * loops * args.steps_per_loop / seconds
     peak = _matmul_peak(strategy, precision, args.smoke)
-    from input_pipeline import measure
-
     input_rate = measure(dataset, args.global_batch, num_batches=3 if args.smoke else 30, warmup=1)
     result = {
         "devices": devices.describe(),
@@ -174,52 +172,68 @@ def run(args) -> dict:
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    common.add_common_flags(parser)
-    parser.add_argument("--model", choices=sorted(MODELS), default="base")
-    parser.add_argument("--global_batch", type=int, default=None, help="512 (smoke 4)")
-    parser.add_argument("--seq_length", type=int, default=None, help="128 (smoke 32)")
-    parser.add_argument("--steps_per_loop", type=int, default=None, help="20 (smoke 2)")
-    parser.add_argument("--loops", type=int, default=None, help="timed loops, 5 (smoke 2)")
-    parser.add_argument("--precision", default="auto", choices=("auto", "float32", "bfloat16",
-                                                                  "float16"))  # fmt: skip
-    parser.add_argument("--jit_compile", default="auto", choices=("auto", "on", "off"))
-    parser.add_argument("--tpu", default=None, help="TPU name or address (--tpu=local on a VM)")
-    parser.add_argument("--peers", action="store_true", help="keras-hub on the same shape")
-    args = parser.parse_args()
-    smoke = args.smoke
-    args.global_batch = args.global_batch or (4 if smoke else 512)
-    args.seq_length = args.seq_length or (32 if smoke else 128)
-    args.steps_per_loop = args.steps_per_loop or (2 if smoke else 20)
-    args.loops = args.loops or (2 if smoke else 5)
-    result = run(args)
-    report = {"benchmark": "accelerator_step", "machine": common.machine_info(), **result}
-    kind = result["device_kind"]
-    table = "\n".join(
-        [
-            f"{result['devices']}; {result['strategy']} × {result['replicas']}; "
-            f"{result['precision']}; XLA {'on' if result['jit_compile'] else 'off'}",
-            f"{result['model']}, global batch {result['global_batch']} × {result['seq_length']}",
-            f"step: {result['examples_per_second']:.1f} examples/s, "
-            f"{result['model_tflops_per_second']:.3f} model TFLOP/s, "
-            f"MFU {100 * result['mfu']:.1f}% of a measured "
-            f"{result['matmul_peak_tflops_per_second']:.3f} TFLOP/s matmul peak",
-            f"input pipeline (one host): {result['input_examples_per_second']:.1f} examples/s "
-            f"= {result['input_headroom']:.1f}x what the step consumes",
-        ]
-        + [
-            f"peer {name}: "
-            + (
-                f"{peer['examples_per_second']:.1f} examples/s"
-                if "examples_per_second" in peer
-                else peer.get("error", "?")
-            )
-            for name, peer in result.get("peers", {}).items()
-        ]
-    )
-    common.publish(report, common.output_path(args, f"accelerator_step_{kind}"), table)
+class AcceleratorStep(common.Benchmark):
+    name = "accelerator_step"
+    what = "pretraining steps on the devices TensorFlow finds: examples/s, MFU, input headroom"
+    isolated = False  # the devices are this process's
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--model", choices=sorted(MODELS), default="base")
+        parser.add_argument("--global_batch", type=int, default=None, help="512 (smoke 4)")
+        parser.add_argument("--seq_length", type=int, default=None, help="128 (smoke 32)")
+        parser.add_argument("--steps_per_loop", type=int, default=None, help="20 (smoke 2)")
+        parser.add_argument("--loops", type=int, default=None, help="timed loops, 5 (smoke 2)")
+        parser.add_argument(
+            "--precision", default="auto", choices=("auto", "float32", "bfloat16", "float16")
+        )
+        parser.add_argument("--jit_compile", default="auto", choices=("auto", "on", "off"))
+        parser.add_argument("--tpu", default=None, help="TPU name or address (--tpu=local on a VM)")
+        parser.add_argument("--peers", action="store_true", help="keras-hub on the same shape")
+
+    def configure(self, args: argparse.Namespace) -> None:
+        smoke = args.smoke
+        args.global_batch = args.global_batch or (4 if smoke else 512)
+        args.seq_length = args.seq_length or (32 if smoke else 128)
+        args.steps_per_loop = args.steps_per_loop or (2 if smoke else 20)
+        args.loops = args.loops or (2 if smoke else 5)
+
+    def header(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"benchmark": self.name}
+
+    def result_name(self, args: argparse.Namespace, report: dict[str, Any]) -> str:
+        return f"{self.name}_{report.get('device_kind', 'unknown')}"
+
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        report.update((yield Job("step", label="pretraining step")))
+
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        return run(args)
+
+    def table(self, report: dict[str, Any]) -> str:
+        r = report
+        return "\n".join(
+            [
+                f"{r['devices']}; {r['strategy']} × {r['replicas']}; "
+                f"{r['precision']}; XLA {'on' if r['jit_compile'] else 'off'}",
+                f"{r['model']}, global batch {r['global_batch']} × {r['seq_length']}",
+                f"step: {r['examples_per_second']:.1f} examples/s, "
+                f"{r['model_tflops_per_second']:.3f} model TFLOP/s, "
+                f"MFU {100 * r['mfu']:.1f}% of a measured "
+                f"{r['matmul_peak_tflops_per_second']:.3f} TFLOP/s matmul peak",
+                f"input pipeline (one host): {r['input_examples_per_second']:.1f} examples/s "
+                f"= {r['input_headroom']:.1f}x what the step consumes",
+            ]
+            + [
+                f"peer {name}: "
+                + (
+                    f"{peer['examples_per_second']:.1f} examples/s"
+                    if "examples_per_second" in peer
+                    else peer.get("error", "?")
+                )
+                for name, peer in r.get("peers", {}).items()
+            ]
+        )
 
 
 if __name__ == "__main__":
-    main()
+    common.main(AcceleratorStep())

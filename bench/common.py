@@ -1,16 +1,34 @@
-"""Plumbing shared by the scripts in ``bench/`` (``pretraining_step.py``, ``serving.py``, …).
+"""The one benchmark protocol of ``bench/``, its runner, and the plumbing they share.
 
-Not a benchmark itself: what every script in ``bench/`` shares, so that all
-of them pin threads, time steps and isolate measurements the same way —
-thread pinning, step timing, the machine summary, running one measurement per
-fresh process with one JSON result line on stdout, writing the report, and
-the locally trained English SentencePiece tokenizer padded to the model's
+Every script in ``bench/`` (and in ``experiments/``) declares a `Benchmark` and
+ends with ``if __name__ == "__main__": common.main(TheBenchmark())``. The
+protocol's phases:
+
+* **variants**: what is compared (``--variants``, every one by default);
+* **prepare**: inputs and models built once, before anything is timed;
+* **plan**: the measurements, in order, each a `Job`;
+* **measure**: one job, in a fresh worker process (``isolated``) or in the
+  runner's own, returning a dict;
+* **report**: `Benchmark.summarize` (ratios and the like), `Benchmark.table` (what
+  is printed) and ``bench/results/<name>.json``, which always holds the machine
+  (CPU model, the CPU flags that decide each precision's speed, versions).
+
+`main` parses the shared flags (``--smoke``, ``--output``, ``--variants``; for
+isolated benchmarks the thread and worker flags), drives the phases, rewrites
+the report after every measurement (a killed run keeps what it measured) and
+prints the table. ``--smoke`` runs tiny shapes to check the plumbing; its report
+goes to the temp directory, never over real figures.
+
+The plumbing: thread pinning, step timing, the machine summary, one fresh
+process per measurement with one JSON result line on stdout, the report file,
+and the locally trained English SentencePiece tokenizer padded to the model's
 vocabulary size.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import json
 import os
@@ -23,11 +41,12 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
 # The shared data sets live next to the repository (``../shared/data``).
 SHARED_DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
 MULTIPLE_CHOICE_DATA = os.path.join(SHARED_DATA, "multiple_choice")
@@ -35,29 +54,247 @@ MULTIPLE_CHOICE_DATA = os.path.join(SHARED_DATA, "multiple_choice")
 __all__ = [
     "MULTIPLE_CHOICE_DATA",
     "RESULT_PREFIX",
-    "add_common_flags",
+    "Benchmark",
+    "Job",
+    "Steps",
     "build_padded_tokenizer",
     "choices",
     "dir_bytes",
     "fmt",
     "machine_info",
+    "main",
     "model_config",
     "output_path",
     "peak_rss_mb",
+    "pin_threads",
     "publish",
-    "pin_tf_threads",
-    "pin_torch_threads",
-    "spawn",
     "summary_stats",
     "thread_env",
     "thread_report",
     "time_step",
-    "worker_main",
     "write_report",
 ]
 
 
 RESULT_PREFIX = "@@RESULT@@ "
+
+
+# --------------------------------------------------------------------------- protocol
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One measurement (or one preparatory step) of a benchmark.
+
+    ``measure`` receives the runner's arguments with ``params`` set on them,
+    so ``params`` is what differs between a benchmark's jobs (the precision,
+    the workload, warm-up and repeats, ...); an isolated benchmark's params must
+    be JSON. ``envs`` (isolated benchmarks): extra environment of the worker
+    process; with several, that many workers are started together (one
+    multi-process measurement, e.g. two workers of a collective) and the result
+    is ``{"processes": [each one's result]}``.
+    """
+
+    variant: str
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    label: str = ""
+    envs: tuple[dict[str, str], ...] = ({},)
+
+
+#: What `Benchmark.prepare` and `Benchmark.plan` are: generators that yield the
+#: jobs to run and receive each one's result (``result = yield Job(...)``).
+Steps = Generator[Job, dict[str, Any], None]
+
+
+class Benchmark:
+    """What a benchmark declares; `main` runs it.
+
+    Runner side: `add_flags`, `configure`, `header`, `prepare`, `plan`,
+    `summarize`, `table`, `cleanup`. Worker side (a fresh process when
+    ``isolated``): `measure`. `plan` (and `prepare`, when it runs jobs) stores
+    each result in the report itself: ``report["results"][v] = yield Job(v)``;
+    it may read what was stored so far to decide what comes next.
+    """
+
+    #: ``<results_dir>/<name>.json``.
+    name: str = ""
+    #: What ``--help`` prints (default: the docstring of the benchmark's module).
+    doc: str = ""
+    #: The report's ``what``: one sentence on what is measured.
+    what: str = ""
+    #: The alternatives compared: ``--variants`` (comma-separated; () for no flag).
+    variants: tuple[str, ...] = ()
+    #: ``--variants`` under ``--smoke`` when it is not given (None: all of them).
+    smoke_variants: tuple[str, ...] | None = None
+    #: True: each job runs in a fresh worker process, one at a time, threads
+    #: pinned alike (`thread_env`); False: in the runner's process.
+    isolated: bool = True
+    #: Where the report goes (``--smoke``: the temp directory).
+    results_dir: str = RESULTS
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        """The benchmark's own flags (beside the shared ones)."""
+
+    def configure(self, args: argparse.Namespace) -> None:
+        """Defaults that depend on ``--smoke``, checks: once, in the runner."""
+
+    def header(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The report's fields beside ``what``, ``command``, ``smoke``, ``machine``
+        (and ``threads`` when isolated); its own win."""
+        return {}
+
+    def prepare(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps | None:
+        """Inputs built once. A generator when the building runs as jobs."""
+        return None
+
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        """The measurements, in order; each result stored in ``report``."""
+        raise NotImplementedError
+
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        """One job; ``args`` carries ``job.params``."""
+        raise NotImplementedError
+
+    def summarize(self, report: dict[str, Any]) -> None:
+        """Figures derived from the results (ratios, ...), in place; after every job."""
+
+    def table(self, report: dict[str, Any]) -> str:
+        """What is printed at the end."""
+        return json.dumps(report.get("results", report), indent=2)
+
+    def cleanup(self, args: argparse.Namespace) -> None:
+        """Always runs at the end (temporary work directories)."""
+
+    def result_name(self, args: argparse.Namespace, report: dict[str, Any]) -> str:
+        """The report file's name, without ``.json``."""
+        return self.name
+
+
+def main(benchmark: Benchmark, argv: Sequence[str] | None = None) -> None:
+    """Parses the shared and the benchmark's flags, then runs it (or, with
+    ``--worker``, one of its jobs)."""
+    module = _module_name(benchmark)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {module}",
+        description=benchmark.doc or sys.modules[type(benchmark).__module__].__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_shared_flags(parser, benchmark)
+    benchmark.add_flags(parser)
+    if benchmark.isolated:
+        worker = argparse.ArgumentParser(add_help=False)
+        worker.add_argument("--worker")  # a job from `_spawn`, with the runner's arguments
+        payload = worker.parse_known_args(argv)[0].worker
+        if payload:
+            _run_worker(benchmark, payload)
+            return
+    args = parser.parse_args(argv)
+    if benchmark.variants:
+        chosen = args.variants
+        if chosen is None:
+            chosen = ",".join((args.smoke and benchmark.smoke_variants) or benchmark.variants)
+        args.variants = choices(chosen, benchmark.variants, "variant")
+    benchmark.configure(args)
+    report: dict[str, Any] = {
+        "what": benchmark.what,
+        "command": ["python", "-m", module, *argv],
+        "smoke": args.smoke,
+        "machine": machine_info(),
+    }
+    if benchmark.isolated:
+        report["threads"] = thread_report(args)
+    report.update(benchmark.header(args))
+
+    def path() -> str:
+        return output_path(args, benchmark.result_name(args, report), benchmark.results_dir)
+
+    def measure(job: Job) -> dict[str, Any]:
+        if benchmark.isolated:
+            return _spawn(module, job, args)
+        return benchmark.measure(_with_params(args, job.params), job)
+
+    def drive(steps: Steps | None) -> None:
+        if steps is None:
+            return
+        job = next(steps, None)
+        while job is not None:
+            label = job.label or job.variant
+            print(f"[{label}] ...", file=sys.stderr, flush=True)
+            result = measure(job)
+            print(f"[{label}] {_brief(result)}", file=sys.stderr, flush=True)
+            try:
+                job = steps.send(result)  # the benchmark stores the result
+            except StopIteration:
+                job = None
+            finally:
+                benchmark.summarize(report)
+                write_report(report, path())
+
+    try:
+        drive(benchmark.prepare(args, report))
+        drive(benchmark.plan(args, report))
+    finally:
+        benchmark.cleanup(args)
+    benchmark.summarize(report)
+    publish(report, path(), benchmark.table(report))
+
+
+def _module_name(benchmark: Benchmark) -> str:
+    """``bench.x`` for a benchmark defined in ``python -m bench.x``'s module."""
+    name = type(benchmark).__module__
+    if name == "__main__":
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        if spec is None:
+            raise SystemExit("run it as a module from the repository: python -m bench.<name>")
+        name = spec.name
+    return name.removesuffix(".__main__")
+
+
+def _add_shared_flags(parser: argparse.ArgumentParser, benchmark: Benchmark) -> None:
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes: checks the plumbing")
+    parser.add_argument(
+        "--output", default=None, help="JSON report path (default: results/<name>.json)"
+    )
+    if benchmark.variants:
+        smoke = benchmark.smoke_variants
+        in_smoke = f"; smoke: {','.join(smoke)}" if smoke else ""
+        parser.add_argument(
+            "--variants",
+            default=None,
+            help=f"what to compare, comma-separated, of: {', '.join(benchmark.variants)} "
+            f"(default: all{in_smoke})",
+        )
+    if not benchmark.isolated:
+        return
+    parser.add_argument(
+        "--inter_op_threads",
+        type=int,
+        default=1,
+        # One op at a time, each on every core: a second op beside a big
+        # matmul only oversubscribes 2 cores.
+        help="TF inter-op / torch inter-op threads (1)",
+    )
+    parser.add_argument(
+        "--omp_wait_policy",
+        default="PASSIVE",
+        choices=("PASSIVE", "ACTIVE", "default"),
+        help="OMP_WAIT_POLICY for torch's OpenMP (PASSIVE: robust to other load)",
+    )
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per worker process")
+
+
+def _with_params(args: argparse.Namespace, params: dict[str, Any]) -> argparse.Namespace:
+    return argparse.Namespace(**{**vars(args), **params})
+
+
+def _brief(result: dict[str, Any]) -> str:
+    """One progress line on a job's result."""
+    if "processes" in result:
+        return "; ".join(_brief(r) for r in result["processes"])
+    if "error" in result:
+        return f"failed: {str(result['error'])[:300]}"
+    if isinstance(result.get("median_s"), float):
+        return f"median {result['median_s']:.4g} s"
+    return "done" + (f" in {result['process_wall_s']} s" if "process_wall_s" in result else "")
 
 
 # --------------------------------------------------------------------------- threads
@@ -95,6 +332,13 @@ def pin_torch_threads(cores: int, inter_op: int) -> None:
 
     torch.set_num_threads(cores)
     torch.set_num_interop_threads(inter_op)
+
+
+def pin_threads(args: argparse.Namespace, framework: str) -> None:
+    """A worker's TF (``"tf"``) or torch (``"torch"``) threads: every core intra-op,
+    ``--inter_op_threads`` inter-op (the environment, `thread_env`, is the runner's)."""
+    pin = {"tf": pin_tf_threads, "torch": pin_torch_threads}[framework]
+    pin(os.cpu_count() or 1, args.inter_op_threads)
 
 
 # --------------------------------------------------------------------------- timing
@@ -178,29 +422,7 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-# --------------------------------------------------------------------------- flags
-def add_common_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags every script and its workers share."""
-    parser.add_argument("--smoke", action="store_true", help="tiny shapes: checks the plumbing")
-    parser.add_argument("--output", default=None, help="JSON report path")
-    parser.add_argument(
-        "--inter_op_threads",
-        type=int,
-        default=1,
-        # One op at a time, each on every core: a second op beside a big
-        # matmul only oversubscribes 2 cores.
-        help="TF inter-op / torch inter-op threads (1)",
-    )
-    parser.add_argument(
-        "--omp_wait_policy",
-        default="PASSIVE",
-        choices=("PASSIVE", "ACTIVE", "default"),
-        help="OMP_WAIT_POLICY for torch's OpenMP (PASSIVE: robust to other load)",
-    )
-    parser.add_argument("--timeout", type=float, default=3600, help="seconds per worker process")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-
-
+# --------------------------------------------------------------------------- report
 def choices(text: str, allowed: Sequence[str], what: str) -> list[str]:
     """A comma-separated list of names, each one of ``allowed``."""
     names = [n.strip() for n in text.split(",") if n.strip()]
@@ -210,14 +432,14 @@ def choices(text: str, allowed: Sequence[str], what: str) -> list[str]:
     return names
 
 
-def output_path(args: argparse.Namespace, name: str) -> str:
-    """``bench/results/<name>.json``; smoke runs go to the temp dir so they
-    never replace real figures."""
+def output_path(args: argparse.Namespace, name: str, results_dir: str = RESULTS) -> str:
+    """``--output``, else ``<results_dir>/<name>.json``; smoke runs go to the temp
+    dir so they never replace real figures."""
     if args.output:
         return args.output
     if args.smoke:
         return os.path.join(tempfile.gettempdir(), f"{name}_smoke.json")
-    return os.path.join(HERE, "results", f"{name}.json")
+    return os.path.join(results_dir, f"{name}.json")
 
 
 def thread_report(args: argparse.Namespace) -> dict[str, Any]:
@@ -247,50 +469,69 @@ def publish(report: dict[str, Any], path: str, table: str) -> None:
 
 # --------------------------------------------------------------------------- processes
 def worker_env(args: argparse.Namespace) -> dict[str, str]:
+    """A worker's environment: threads pinned, and the repository importable
+    (``python -m bench.<name>`` from any working directory)."""
     cores = os.cpu_count() or 1
     env = {**os.environ, **thread_env(cores, args.inter_op_threads, args.omp_wait_policy)}
     if args.omp_wait_policy == "default":
         env.pop("OMP_WAIT_POLICY", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)
     return env
 
 
-def spawn(script: str, worker_args: Sequence[str], args: argparse.Namespace) -> dict[str, Any]:
-    """Runs ``script --worker ...`` in a fresh process; returns its JSON line, never raises.
+def _spawn(module: str, job: Job, args: argparse.Namespace) -> dict[str, Any]:
+    """Runs ``python -m <module> --worker <job>`` in fresh processes (one per
+    ``job.envs``, started together); returns the JSON result line, never raises.
 
     A fresh process per measurement: no TF graph, allocator state or torch
-    thread pool carries over from one variant to the next.
+    thread pool carries over from one variant to the next. The worker gets the
+    runner's arguments with the job's ``params`` on them.
     """
-    cmd = [
-        sys.executable,
-        os.path.abspath(script),
-        *worker_args,
-        "--inter_op_threads",
-        str(args.inter_op_threads),
-        "--omp_wait_policy",
-        args.omp_wait_policy,
-    ] + (["--smoke"] if args.smoke else [])
+    payload = json.dumps({"variant": job.variant, "params": job.params, "args": vars(args)})
+    cmd = [sys.executable, "-m", module, "--worker", payload]
     load = [round(x, 2) for x in os.getloadavg()]
     start = time.perf_counter()
     # Own session, so a timeout kills the worker and anything it started.
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=worker_env(args),
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        stdout, stderr = proc.communicate(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
-        stderr += f"\n[killed after --timeout={args.timeout}s]"
-    lines = [ln for ln in stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
-    result = json.loads(lines[-1][len(RESULT_PREFIX) :]) if lines else {}
-    if proc.returncode != 0 and "error" not in result:
-        result["error"] = f"worker exited with {proc.returncode}"
-    if proc.returncode != 0:
-        result["stderr_tail"] = stderr.strip().splitlines()[-20:]
-    result["load_average_before"] = load
-    result["process_wall_s"] = round(time.perf_counter() - start, 1)
-    return result
+    procs = [
+        subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**worker_env(args), **env},
+            cwd=REPO,
+            start_new_session=True,
+        )
+        for env in job.envs
+    ]
+    results = []
+    for proc in procs:
+        try:
+            stdout, stderr = proc.communicate(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            for p in procs:  # the others would wait for it forever
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            stderr += f"\n[killed after --timeout={args.timeout}s]"
+        lines = [ln for ln in stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
+        result = json.loads(lines[-1][len(RESULT_PREFIX) :]) if lines else {}
+        if proc.returncode != 0 and "error" not in result:
+            result["error"] = f"worker exited with {proc.returncode}"
+        if proc.returncode != 0:
+            result["stderr_tail"] = stderr.strip().splitlines()[-20:]
+        result["load_average_before"] = load
+        result["process_wall_s"] = round(time.perf_counter() - start, 1)
+        results.append(result)
+    return results[0] if len(results) == 1 else {"processes": results}
+
+
+def _run_worker(benchmark: Benchmark, worker: str) -> None:
+    """The worker side of `_spawn`: one job, its result line on stdout."""
+    payload = json.loads(worker)
+    args = argparse.Namespace(**payload["args"])
+    job = Job(payload["variant"], payload["params"])
+    worker_main(lambda: benchmark.measure(_with_params(args, job.params), job))
 
 
 def worker_main(run: Callable[[], dict[str, Any]]) -> None:
@@ -298,7 +539,7 @@ def worker_main(run: Callable[[], dict[str, Any]]) -> None:
     try:
         result = run()
         code = 0
-    except Exception as e:  # reported to the orchestrator, which carries on
+    except Exception as e:  # reported to the runner, which carries on
         tail = traceback.format_exc().splitlines()[-15:]
         result = {"error": f"{type(e).__name__}: {e}"[:2000], "traceback_tail": tail}
         code = 1

@@ -1,12 +1,14 @@
 """Gradient all-reduce between two worker processes: ALBERT-base against not-shared.
 
-    .venv/bin/python bench/communication.py            # ~5 min on 2 busy cores
-    .venv/bin/python bench/communication.py --smoke    # tiny model, checks the plumbing
+    .venv/bin/python -m bench.communication            # ~5 min on 2 busy cores
+    .venv/bin/python -m bench.communication --smoke    # tiny model, checks the plumbing
 
 Two real processes on loopback run `tf.distribute.MultiWorkerMirroredStrategy`
 (a ``TF_CONFIG`` each, ring all-reduce over gRPC), one replica each. For
 ALBERT-base (12 layers sharing one set of weights) and the same shape with no sharing
-(BERT-base-shaped: the same FLOPs, 7.6× the trainable parameters), each worker times:
+(BERT-base-shaped: the same FLOPs, 7.6× the trainable parameters), both workers
+started together as one job of the runner (`bench.common.Job` with two
+environments), each worker times these variants (``--variants``):
 
 ============  ==========================================================================
 variant       what one step runs
@@ -37,28 +39,12 @@ import argparse
 import json
 import os
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
-from common import (  # noqa: E402
-    RESULT_PREFIX,
-    add_common_flags,
-    choices,
-    fmt,
-    machine_info,
-    output_path,
-    publish,
-    time_step,
-    worker_env,
-    worker_main,
-)
+from bench import common
+from bench.common import Job, Steps, fmt, time_step
 
 MODELS = ("albert_base", "not_shared")
 SHARE = {"albert_base": "all", "not_shared": "none"}
@@ -118,12 +104,12 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     import keras
     import numpy as np
     import tensorflow as tf
-    from input_pipeline import synthetic_vocab, write_synthetic_shards
-    from step_workload import FULL, SMOKE, synthetic_batch
 
     from albert_tf.models.pretraining_model import AlbertPretrainingModel
     from albert_tf.training.pretraining.options import PretrainingOptions
     from albert_tf.training.pretraining.trainer import PretrainingTrainer
+    from bench.input_pipeline import synthetic_vocab, write_synthetic_shards
+    from bench.step_workload import FULL, SMOKE, synthetic_batch
 
     tf.config.threading.set_intra_op_parallelism_threads(args.worker_threads)
     tf.config.threading.set_inter_op_parallelism_threads(2)  # collectives wait on one
@@ -254,50 +240,23 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-# --------------------------------------------------------------------------- orchestrator
-def _run_pair(model: str, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Both workers of one model, started together; their result lines."""
+# --------------------------------------------------------------------------- runner
+def _pair_envs(args: argparse.Namespace) -> tuple[dict[str, str], ...]:
+    """Both workers' environments: one cluster on free loopback ports, a task each."""
     ports = _free_ports(WORKERS)
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
-    procs = []
-    for index in range(WORKERS):
-        env = worker_env(args)
-        env["TF_CONFIG"] = json.dumps(
-            {"cluster": cluster, "task": {"type": "worker", "index": index}}
-        )
-        env["TF_NUM_INTRAOP_THREADS"] = str(args.worker_threads)
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(args.worker_threads)
-        cmd = [
-            sys.executable, os.path.abspath(__file__), "--worker", "1", "--model", model,
-            "--variants", ",".join(args.variants), "--batch_per_worker", str(args.batch_per_worker),
-            "--warmup", str(args.warmup), "--repeats", str(args.repeats),
-            "--worker_threads", str(args.worker_threads),
-        ] + (["--smoke"] if args.smoke else [])  # fmt: skip
-        procs.append(
-            subprocess.Popen(
-                cmd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-                start_new_session=True,
-            )  # fmt: skip
-        )
-    results = []
-    for proc in procs:
-        try:
-            stdout, stderr = proc.communicate(timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            stdout, stderr = proc.communicate()
-        lines = [ln for ln in stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
-        result = json.loads(lines[-1][len(RESULT_PREFIX) :]) if lines else {}
-        if proc.returncode != 0:
-            result.setdefault("error", f"worker exited with {proc.returncode}")
-            result["stderr_tail"] = stderr.strip().splitlines()[-20:]
-        results.append(result)
-    return results
+    threads = str(args.worker_threads)
+    return tuple(
+        {
+            "TF_CONFIG": json.dumps(
+                {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            ),
+            "TF_NUM_INTRAOP_THREADS": threads,
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+        }
+        for index in range(WORKERS)
+    )
 
 
 def _summary(pair: list[dict[str, Any]]) -> dict[str, Any]:
@@ -357,46 +316,56 @@ def _table(summaries: dict[str, dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_flags(parser)
-    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated")
-    parser.add_argument("--model", help=argparse.SUPPRESS)
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
-    parser.add_argument("--batch_per_worker", type=int, default=2, help="sequences of 128")
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--worker_threads", type=int, default=1, help="TF intra-op threads per worker (cores/2)"
+class Communication(common.Benchmark):
+    name = "communication"
+    what = (
+        "gradient all-reduce between 2 worker processes on loopback, "
+        "ALBERT-base vs the same shape not shared"
     )
-    args = parser.parse_args()
-    args.variants = choices(args.variants, VARIANTS, "variant")
-    if args.worker:
-        worker_main(lambda: _worker(args))
-        return
-    models = choices(args.models, MODELS, "model")
-    start = time.perf_counter()
-    raw, summaries = {}, {}
-    for model in models:
-        pair = _run_pair(model, args)
-        raw[model] = pair
-        if all("error" not in w for w in pair):
-            summaries[model] = _summary(pair)
-        else:
-            print(f"{model}: {[w.get('error') for w in pair]}", file=sys.stderr)
-    report = {
-        "benchmark": "communication",
-        "workers": WORKERS,
-        "strategy": "MultiWorkerMirroredStrategy, RING, loopback gRPC, one replica per worker",
-        "smoke": args.smoke,
-        "machine": machine_info(),
-        "load_average_end": [round(x, 2) for x in os.getloadavg()],
-        "wall_s": round(time.perf_counter() - start, 1),
-        "summaries": summaries,
-        "workers_raw": raw,
-    }
-    publish(report, output_path(args, "communication"), _table(summaries))
+    variants = VARIANTS
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--models", default=",".join(MODELS), help="comma-separated")
+        parser.add_argument("--batch_per_worker", type=int, default=2, help="sequences of 128")
+        parser.add_argument("--warmup", type=int, default=2)
+        parser.add_argument("--repeats", type=int, default=3)
+        parser.add_argument(
+            "--worker_threads", type=int, default=1, help="TF intra-op threads per worker (cores/2)"
+        )
+
+    def configure(self, args: argparse.Namespace) -> None:
+        args.models = common.choices(args.models, MODELS, "model")
+        self.start = time.perf_counter()
+
+    def header(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {
+            "benchmark": self.name,
+            "workers": WORKERS,
+            "strategy": "MultiWorkerMirroredStrategy, RING, loopback gRPC, one replica per worker",
+            # Not the runner's: each worker has its share of the cores (`_pair_envs`).
+            "threads": {"tf_intra_op_per_worker": args.worker_threads, "tf_inter_op_per_worker": 2},
+            "summaries": {},
+            "workers_raw": {},
+        }
+
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        for model in args.models:
+            job = Job("pair", {"model": model}, f"{model}, {WORKERS} workers", _pair_envs(args))
+            pair = (yield job)["processes"]
+            report["workers_raw"][model] = pair
+            if all("error" not in w for w in pair):
+                report["summaries"][model] = _summary(pair)
+
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        return _worker(args)
+
+    def summarize(self, report: dict[str, Any]) -> None:
+        report["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+        report["wall_s"] = round(time.perf_counter() - self.start, 1)
+
+    def table(self, report: dict[str, Any]) -> str:
+        return _table(report["summaries"])
 
 
 if __name__ == "__main__":
-    main()
+    common.main(Communication())

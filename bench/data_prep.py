@@ -27,9 +27,14 @@ The tokenizers (8,000 pieces: SentencePiece for English, WordPiece for
 Chinese) are trained once on the 1× text, outside the timings. Writes
 ``bench/results/data_prep.json`` and prints a markdown table::
 
-    python bench/data_prep.py                      # ~21 min on 2 cores
-    python bench/data_prep.py --scales=1,4 --languages=en
-    python bench/data_prep.py --smoke              # the in-repo samples, plumbing only
+    python -m bench.data_prep                      # ~21 min on 2 cores
+    python -m bench.data_prep --scales=1,4 --languages=en
+    python -m bench.data_prep --parts=paired       # the throughput ratios only (~10 min)
+    python -m bench.data_prep --smoke              # the in-repo samples, plumbing only
+
+Every measurement runs in a fresh process of its own (the command, or a
+``python -c`` snippet), so the runner's jobs run in this process
+(``isolated = False``).
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ import tempfile
 import time
 from typing import Any
 
-from common import REPO, RESULT_PREFIX, SHARED_DATA, fmt, machine_info, output_path, publish
+from bench import common
+from bench.common import REPO, RESULT_PREFIX, SHARED_DATA, Job, Steps, fmt
 
 CORPORA = {
     "en": ["en_sotu.jsonl.gz", "en_austen.jsonl.gz", "en_web_bible.jsonl.gz"],
@@ -216,7 +222,7 @@ from albert_tf.data import read_documents
 from albert_tf.data.shards import write_pretraining_data
 from albert_tf.tokenizers import load_tokenizer
 try:
-    from albert_tf.data.beam_pipeline import run_beam_pipeline
+    from albert_tf.data.shards.beam import run_beam_pipeline
 except ImportError:
     run_beam_pipeline = None
 tok = load_tokenizer({tokenizer!r})
@@ -395,77 +401,110 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scales", default="1,4,16")
-    parser.add_argument("--languages", default="en,zh")
-    parser.add_argument("--pipeline_batches", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3, help="paired speed rounds")
-    parser.add_argument(
-        "--paired_scale",
-        type=int,
-        default=4,
-        help="corpus repeats for the paired ratios: per-call costs (loading the "
-        "tokenizer, planning, concatenating shards) weigh less on a larger input",
+class DataPrep(common.Benchmark):
+    name = "data_prep"
+    what = (
+        "peak RSS and MB/s per core of create_pretraining_data at growing corpus sizes, "
+        "against the tokenizer alone; Beam DirectRunner; input pipeline via tf.data service"
     )
-    parser.add_argument(
-        "--parts", default="scales,beam,paired,pipeline", help="what to measure (all by default)"
-    )
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--output", default=None)
-    args = parser.parse_args()
-    parts = set(args.parts.split(","))
-    scales = [int(s) for s in args.scales.split(",")] if "scales" in parts else []
-    work = tempfile.mkdtemp(prefix="bench_data_prep_")
-    report: dict[str, Any] = {
-        "machine": machine_info(),
-        "settings": "num_workers=1, dupe_factor=1, max_seq_length=128, 1 TF thread",
-        "results": {},
-    }
-    try:
+    isolated = False  # each measurement starts its own process (see the docstring)
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--scales", default="1,4,16")
+        parser.add_argument("--languages", default="en,zh")
+        parser.add_argument("--pipeline_batches", type=int, default=200)
+        parser.add_argument("--rounds", type=int, default=3, help="paired speed rounds")
+        parser.add_argument(
+            "--paired_scale",
+            type=int,
+            default=4,
+            help="corpus repeats for the paired ratios: per-call costs (loading the "
+            "tokenizer, planning, concatenating shards) weigh less on a larger input",
+        )
+        parser.add_argument(
+            "--parts",
+            default="scales,beam,paired,pipeline",
+            help="what to measure (all by default)",
+        )
+
+    def configure(self, args: argparse.Namespace) -> None:
+        args.parts = set(args.parts.split(","))
+        scales = [int(s) for s in args.scales.split(",")]
+        args.scales = scales if "scales" in args.parts else []
+
+    def header(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {
+            "settings": "num_workers=1, dupe_factor=1, max_seq_length=128, 1 TF thread",
+            "results": {},
+        }
+
+    def prepare(self, args: argparse.Namespace, report: dict[str, Any]) -> None:
+        args.work = tempfile.mkdtemp(prefix="bench_data_prep_")
+
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        parts, work = args.parts, args.work
         for lang in args.languages.split(","):
             runs: dict[str, Any] = {}
-            base = build_corpus(lang, work, args.smoke)
-            tokenizer = os.path.join(work, f"tok_{lang}")
-            train_tokenizer(lang, base, tokenizer, args.smoke)
-            if 1 not in scales and {"beam", "pipeline"} & parts:
-                # the 1x shards the Beam check and the input pipeline use
-                prepare(base, tokenizer, os.path.join(work, f"out_{lang}_1"))
-            for scale in scales:
-                corpus = repeat(base, scale)
-                out = os.path.join(work, f"out_{lang}_{scale}")
-                r = prepare(corpus, tokenizer, out)
-                r["tokenizer"] = tokenizer_speed(corpus, tokenizer)
-                runs[f"x{scale}"] = r
-                print(f"[{lang} x{scale}] {json.dumps(r)}", flush=True)
-                if scale != 1:
-                    os.remove(corpus)
-                    shutil.rmtree(out)
+            corpus = yield Job("corpus", {"lang": lang}, f"{lang} corpus and tokenizer")
+            base, tokenizer = corpus["base"], corpus["tokenizer"]
+            for scale in args.scales:
+                params = {"lang": lang, "scale": scale, "base": base, "tokenizer": tokenizer}
+                runs[f"x{scale}"] = yield Job("scale", params, f"{lang} x{scale}")
             if "beam" in parts:
-                beam_out = os.path.join(work, f"beam_{lang}")
-                beam = beam_prepare(base, tokenizer, beam_out)
-                if "mb_per_s" in beam:
-                    beam["same_shards"] = shard_bytes(beam_out) == shard_bytes(
-                        os.path.join(work, f"out_{lang}_1")
-                    )
-                runs["beam"] = beam
-                print(f"[{lang} beam] {json.dumps(beam)}", flush=True)
+                params = {"lang": lang, "base": base, "tokenizer": tokenizer}
+                runs["beam"] = yield Job("beam", params, f"{lang} beam")
             if "paired" in parts:
-                corpora = {1: base, args.paired_scale: repeat(base, args.paired_scale)}
-                runs["paired"] = paired_speed(corpora, tokenizer, work, args.rounds)
-                if corpora[args.paired_scale] != base:
-                    os.remove(corpora[args.paired_scale])
-                print(f"[{lang} paired] {json.dumps(runs['paired'])}", flush=True)
+                params = {"base": base, "tokenizer": tokenizer}
+                runs["paired"] = yield Job("paired", params, f"{lang} paired")
             if lang == "en" and "pipeline" in parts:
-                report["input_pipeline"] = input_pipeline_speed(
-                    os.path.join(work, "out_en_1"), args.pipeline_batches
-                )
-                print(f"[pipeline] {json.dumps(report['input_pipeline'])}", flush=True)
+                shards = os.path.join(work, "out_en_1")
+                report["input_pipeline"] = yield Job("pipeline", {"shards": shards}, "pipeline")
             report["results"][lang] = runs
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    publish(report, output_path(args, "data_prep"), table(report))
+
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        work = args.work
+        if job.variant == "corpus":
+            base = build_corpus(args.lang, work, args.smoke)
+            tokenizer = os.path.join(work, f"tok_{args.lang}")
+            train_tokenizer(args.lang, base, tokenizer, args.smoke)
+            if 1 not in args.scales and {"beam", "pipeline"} & args.parts:
+                # the 1x shards the Beam check and the input pipeline use
+                prepare(base, tokenizer, os.path.join(work, f"out_{args.lang}_1"))
+            return {"base": base, "tokenizer": tokenizer}
+        if job.variant == "scale":
+            corpus = repeat(args.base, args.scale)
+            out = os.path.join(work, f"out_{args.lang}_{args.scale}")
+            r = prepare(corpus, args.tokenizer, out)
+            r["tokenizer"] = tokenizer_speed(corpus, args.tokenizer)
+            if args.scale != 1:
+                os.remove(corpus)
+                shutil.rmtree(out)
+            return r
+        if job.variant == "beam":
+            beam_out = os.path.join(work, f"beam_{args.lang}")
+            beam = beam_prepare(args.base, args.tokenizer, beam_out)
+            if "mb_per_s" in beam:
+                beam["same_shards"] = shard_bytes(beam_out) == shard_bytes(
+                    os.path.join(work, f"out_{args.lang}_1")
+                )
+            return beam
+        if job.variant == "paired":
+            corpora = {1: args.base, args.paired_scale: repeat(args.base, args.paired_scale)}
+            paired = paired_speed(corpora, args.tokenizer, work, args.rounds)
+            if corpora[args.paired_scale] != args.base:
+                os.remove(corpora[args.paired_scale])
+            return paired
+        if job.variant == "pipeline":
+            return input_pipeline_speed(args.shards, args.pipeline_batches)
+        raise ValueError(f"unknown job {job.variant!r}")
+
+    def table(self, report: dict[str, Any]) -> str:
+        return table(report)
+
+    def cleanup(self, args: argparse.Namespace) -> None:
+        if getattr(args, "work", None):
+            shutil.rmtree(args.work, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    common.main(DataPrep())

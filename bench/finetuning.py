@@ -5,6 +5,8 @@ Times training steps (forward, backward, AdamW update: the step
 model (random weights) on the shared SocialIQa (3 options) and parable_en
 (5 options) sets, in items/second, with
 
+Variants (``--variants``), the padding:
+
 * ``dynamic``: the package default, each batch padded to its own longest item
   (`multiple_choice_batches`, shuffled and bucketed by length as in ``fit``);
 * ``fixed``: the very same batches padded to ``max_seq_length`` (512), as
@@ -22,10 +24,10 @@ step) and batching (collating an epoch), against what a step consumes.
 Every measurement runs in its own fresh process. Writes
 ``bench/results/finetuning.json`` and prints a markdown table::
 
-    python bench/finetuning.py                 # both sets, both paddings (~6-8 min, 2 cores)
-    python bench/finetuning.py --smoke         # tiny model, few items: checks the plumbing
-    python bench/finetuning.py --datasets=socialiqa --paddings=dynamic --repeats=3
-    python bench/finetuning.py --paddings=     # the input side only (packing, lengths)
+    python -m bench.finetuning                 # both sets, both paddings (~6-8 min, 2 cores)
+    python -m bench.finetuning --smoke         # tiny model, few items: checks the plumbing
+    python -m bench.finetuning --datasets=socialiqa --variants=dynamic --repeats=3
+    python -m bench.finetuning --variants=     # the input side only (packing, lengths)
 
 Memory decides the batch size. An fp32 ALBERT-base step keeps ~1.7 MB per
 token of a 512-token sequence for the backward pass (measured: one parable_en
@@ -42,31 +44,21 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 from typing import Any
 
-from common import (
+from bench import common
+from bench.common import (
     MULTIPLE_CHOICE_DATA,
-    add_common_flags,
+    Job,
+    Steps,
     build_padded_tokenizer,
-    choices,
     fmt,
-    machine_info,
     model_config,
-    output_path,
-    pin_tf_threads,
-    publish,
-    spawn,
     summary_stats,
-    thread_env,
-    thread_report,
     time_step,
-    worker_main,
-    write_report,
 )
 
-NAME = "finetuning"
 DATASETS = {
     "socialiqa": "socialiqa_evals.jsonl.gz",
     "parable_en": "parable_en.jsonl.gz",
@@ -291,19 +283,6 @@ def available_gb() -> float:
     return 0.0
 
 
-def run_worker(args: argparse.Namespace) -> dict[str, Any]:
-    cores = os.cpu_count() or 1
-    os.environ.update(thread_env(cores, args.inter_op_threads, args.omp_wait_policy))
-    pin_tf_threads(cores, args.inter_op_threads)
-    if args.worker == "prepare":
-        return prepare(args)
-    if args.worker == "pipeline":
-        return measure_pipeline(args)
-    if args.worker == "train":
-        return measure_training(args)
-    raise ValueError(f"unknown worker {args.worker!r}")
-
-
 # --------------------------------------------------------------------------- report
 def summarize(report: dict[str, Any]) -> None:
     for result in report["results"].values():
@@ -376,118 +355,112 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def orchestrate(args: argparse.Namespace) -> None:
-    datasets = choices(args.datasets, tuple(DATASETS), "dataset")
-    paddings = choices(args.paddings, PADDINGS, "padding")
-    output = output_path(args, NAME)
-    script = os.path.abspath(__file__)
-    workdir = tempfile.mkdtemp(prefix="albert_finetuning_")
-    shared = [
-        "--workdir", workdir, "--data_dir", args.data_dir,
-        "--max_seq_length", str(args.max_seq_length),
-        "--max_qa_length", str(args.max_qa_length), "--warmup", str(args.warmup),
-        "--repeats", str(args.repeats),
-    ] + (["--max_items", str(args.max_items)] if args.max_items else [])  # fmt: skip
-    report: dict[str, Any] = {
-        "what": "multiple-choice fine-tuning items/s (train step: forward, backward, AdamW), "
-        "batches padded to their longest item vs to max_seq_length; input side alone",
-        "command": [os.path.relpath(__file__), *sys.argv[1:]],
-        "smoke": args.smoke,
-        "settings": {
-            "model": "tiny (V=1000, H=64, 2 layers)"
-            if args.smoke
-            else "albert_base_v2 shape (V=30000, E=128, H=768, 12 shared layers), random",
-            "batch_size": args.batch_size
-            or f"auto: largest of {BATCH_CHOICES} whose fixed-length step needs "
-            f"<= {args.max_step_gb} GB (estimated_step_gb)",
-            "max_seq_length": args.max_seq_length,
-            "max_qa_length": args.max_qa_length,
-            "warmup": args.warmup,
-            "repeats": args.repeats,
-            "max_items": args.max_items,
-            "timed_batches": "evenly spaced quantiles of one shuffled epoch's padded lengths",
-        },
-        "machine": machine_info(),
-        "threads": thread_report(args),
-        "results": {d: {"train": {}} for d in datasets},
-    }
-    for d in datasets:
-        batch = args.batch_size or auto_batch_size(args, d)
-        options = options_per_item(os.path.join(args.data_dir, DATASETS[d]))
-        report["results"][d]["batch_size"] = batch
-        report["results"][d]["estimated_fixed_step_gb"] = round(
-            estimated_step_gb(batch, options, args.max_seq_length), 1
+class Finetuning(common.Benchmark):
+    name = "finetuning"
+    what = (
+        "multiple-choice fine-tuning items/s (train step: forward, backward, AdamW), "
+        "batches padded to their longest item vs to max_seq_length; input side alone"
+    )
+    variants = PADDINGS
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--datasets", default=",".join(DATASETS))
+        parser.add_argument("--data_dir", default=MULTIPLE_CHOICE_DATA)
+        parser.add_argument(
+            "--batch_size",
+            type=int,
+            default=None,
+            help="items per step (auto per dataset, see --max_step_gb; smoke 2)",
         )
-    try:
-        print("[prepare] tokenizer ...", file=sys.stderr, flush=True)
-        report["prepared"] = spawn(
-            script, ["--worker", "prepare", "--batch_size", "1", *shared], args
+        parser.add_argument(
+            "--max_step_gb",
+            type=float,
+            default=12.0,
+            help="auto batch: the fixed-length step's estimated peak RAM must stay under this",
         )
+        parser.add_argument("--max_seq_length", type=int, default=512)
+        parser.add_argument("--max_qa_length", type=int, default=128)
+        parser.add_argument("--repeats", type=int, default=None, help="timed steps (5; smoke 2)")
+        parser.add_argument(
+            "--warmup", type=int, default=None, help="untimed steps first (2; smoke 1)"
+        )
+        parser.add_argument(
+            "--max_items", type=int, default=None, help="use the first N items (all; smoke 48)"
+        )
+
+    def configure(self, args: argparse.Namespace) -> None:
+        args.datasets = common.choices(args.datasets, tuple(DATASETS), "dataset")
+        if args.batch_size is None and args.smoke:
+            args.batch_size = 2
+        if args.repeats is None:
+            args.repeats = 2 if args.smoke else 5
+        if args.warmup is None:
+            args.warmup = 1 if args.smoke else 2
+        if args.max_items is None and args.smoke:
+            args.max_items = 48
+
+    def header(self, args: argparse.Namespace) -> dict[str, Any]:
+        results: dict[str, Any] = {d: {"train": {}} for d in args.datasets}
+        for d in args.datasets:
+            batch = args.batch_size or auto_batch_size(args, d)
+            options = options_per_item(os.path.join(args.data_dir, DATASETS[d]))
+            results[d]["batch_size"] = batch
+            results[d]["estimated_fixed_step_gb"] = round(
+                estimated_step_gb(batch, options, args.max_seq_length), 1
+            )
+        return {
+            "settings": {
+                "model": "tiny (V=1000, H=64, 2 layers)"
+                if args.smoke
+                else "albert_base_v2 shape (V=30000, E=128, H=768, 12 shared layers), random",
+                "batch_size": args.batch_size
+                or f"auto: largest of {BATCH_CHOICES} whose fixed-length step needs "
+                f"<= {args.max_step_gb} GB (estimated_step_gb)",
+                "max_seq_length": args.max_seq_length,
+                "max_qa_length": args.max_qa_length,
+                "warmup": args.warmup,
+                "repeats": args.repeats,
+                "max_items": args.max_items,
+                "timed_batches": "evenly spaced quantiles of one shuffled epoch's padded lengths",
+            },
+            "results": results,
+        }
+
+    def prepare(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        args.workdir = tempfile.mkdtemp(prefix="albert_finetuning_")
+        report["prepared"] = yield Job("prepare", {"batch_size": 1}, "prepare tokenizer")
         if "error" in report["prepared"]:
-            write_report(report, output)
             raise SystemExit(f"prepare failed: {report['prepared']['error']}")
-        for dataset in datasets:
-            batch = ["--batch_size", str(report["results"][dataset]["batch_size"])]
-            print(f"[pipeline] {dataset} ...", file=sys.stderr, flush=True)
-            worker = ["--worker", "pipeline", "--dataset", dataset, *batch, *shared]
-            report["results"][dataset]["pipeline"] = spawn(script, worker, args)
-            for padding in paddings:
-                print(f"[train] {dataset} {padding} ...", file=sys.stderr, flush=True)
-                worker = ["--worker", "train", "--dataset", dataset, "--padding", padding]
-                r = spawn(script, worker + batch + shared, args)
-                report["results"][dataset]["train"][padding] = r
-                done = f"{r['items_per_s']:.2f} items/s" if "items_per_s" in r else r["error"]
-                print(f"[train] {dataset} {padding}: {done}", file=sys.stderr, flush=True)
-                summarize(report)
-                write_report(report, output)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    summarize(report)
-    publish(report, output, markdown(report))
 
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        for dataset in args.datasets:
+            result = report["results"][dataset]
+            params = {"dataset": dataset, "batch_size": result["batch_size"]}
+            result["pipeline"] = yield Job("pipeline", params, f"pipeline {dataset}")
+            for padding in args.variants:
+                label = f"train {dataset} {padding}"
+                result["train"][padding] = yield Job("train", {**params, "padding": padding}, label)
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_common_flags(parser)
-    parser.add_argument("--datasets", default=",".join(DATASETS))
-    parser.add_argument("--paddings", default=",".join(PADDINGS))
-    parser.add_argument("--data_dir", default=MULTIPLE_CHOICE_DATA)
-    parser.add_argument(
-        "--batch_size",
-        type=int,
-        default=None,
-        help="items per step (auto per dataset, see --max_step_gb; smoke 2)",
-    )
-    parser.add_argument(
-        "--max_step_gb",
-        type=float,
-        default=12.0,
-        help="auto batch: the fixed-length step's estimated peak RAM must stay under this",
-    )
-    parser.add_argument("--max_seq_length", type=int, default=512)
-    parser.add_argument("--max_qa_length", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=None, help="timed steps (5; smoke 2)")
-    parser.add_argument("--warmup", type=int, default=None, help="untimed steps first (2; smoke 1)")
-    parser.add_argument(
-        "--max_items", type=int, default=None, help="use the first N items (all; smoke 48)"
-    )
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
-    parser.add_argument("--dataset", help=argparse.SUPPRESS)
-    parser.add_argument("--padding", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.batch_size is None and args.smoke:
-        args.batch_size = 2
-    if args.repeats is None:
-        args.repeats = 2 if args.smoke else 5
-    if args.warmup is None:
-        args.warmup = 1 if args.smoke else 2
-    if args.max_items is None and args.smoke:
-        args.max_items = 48
-    if args.worker:
-        worker_main(lambda: run_worker(args))
-    else:
-        orchestrate(args)
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        common.pin_threads(args, "tf")
+        if job.variant == "prepare":
+            return prepare(args)
+        if job.variant == "pipeline":
+            return measure_pipeline(args)
+        if job.variant == "train":
+            return measure_training(args)
+        raise ValueError(f"unknown job {job.variant!r}")
+
+    def summarize(self, report: dict[str, Any]) -> None:
+        summarize(report)
+
+    def table(self, report: dict[str, Any]) -> str:
+        return markdown(report)
+
+    def cleanup(self, args: argparse.Namespace) -> None:
+        if getattr(args, "workdir", None):
+            shutil.rmtree(args.workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    common.main(Finetuning())

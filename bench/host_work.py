@@ -1,7 +1,7 @@
 """Host work per pretraining step: eager executions and device-to-host reads.
 
-    .venv/bin/python bench/host_work.py            # ~5 min: 1, 2, 8 replicas; 1, 10 steps a loop
-    .venv/bin/python bench/host_work.py --smoke    # 1 and 2 replicas, fewer steps
+    .venv/bin/python -m bench.host_work            # ~5 min: 1, 2, 8 replicas; 1, 10 steps a loop
+    .venv/bin/python -m bench.host_work --smoke    # 1 and 2 replicas, fewer steps
 
 An accelerator idles while the host dispatches eager ops or waits on a value it
 reads back. For each replica count (logical CPU devices under
@@ -23,14 +23,15 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import sys
 import tempfile
 import time
+from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+from bench import common
+from bench.common import Job, Steps
 
-NAME = "host_work"
+# Counted steps follow a warm-up of whole metrics intervals (every 10 steps).
+WARMUP = 10
 
 
 def _worker(replicas: int, steps: int, warmup: int, steps_per_loop: int) -> dict:
@@ -112,45 +113,49 @@ def _worker(replicas: int, steps: int, warmup: int, steps_per_loop: int) -> dict
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    common.add_common_flags(parser)
-    parser.add_argument("--replicas", default="1,2,8")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--steps_per_loop", default="1,10", help="variants (comma-separated)")
-    args = parser.parse_args()
-    # Windows of whole metrics intervals (every 10 steps), so loops fill them.
-    steps, warmup = (10, 10) if args.smoke else (args.steps, 10)
-    replica_counts = [1, 2] if args.smoke else [int(r) for r in args.replicas.split(",")]
-    loops = [int(k) for k in args.steps_per_loop.split(",")]
-    if args.worker:
-        replicas, steps_per_loop = (int(x) for x in args.worker.split(":"))
-        common.worker_main(lambda: _worker(replicas, steps, warmup, steps_per_loop))
-        return
-    rows = [
-        common.spawn(__file__, ["--worker", f"{n}:{k}", "--steps", str(args.steps)], args)
-        for k in loops
-        for n in replica_counts
-    ]
-    report = {
-        "benchmark": NAME,
-        "machine": common.machine_info(),
-        "threads": common.thread_report(args),
-        "steps": steps,
-        "results": rows,
-    }
-    lines = ["replicas  steps/loop  eager executions/step  host reads/step  ms/step (counting on)"]
-    for row in rows:
-        if "error" in row:
-            lines.append(f"{row.get('replicas', '?'):>8}  error: {row['error']}")
-            continue
-        lines.append(
-            f"{row['replicas']:>8}  {row['steps_per_loop']:>10}  "
-            f"{row['eager_executions_per_step']:>21.1f}  "
-            f"{row['host_reads_per_step']:>15.1f}  {row['ms_per_step_with_counting']:>8.1f}"
-        )
-    common.publish(report, common.output_path(args, NAME), "\n".join(lines))
+class HostWork(common.Benchmark):
+    name = "host_work"
+    what = "eager executions and host reads per pretraining step, 1/2/8 logical CPU replicas"
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--replicas", default="1,2,8", help="comma-separated (smoke: 1,2)")
+        parser.add_argument("--steps", type=int, default=20, help="counted steps (smoke 10)")
+        parser.add_argument("--steps_per_loop", default="1,10", help="comma-separated")
+
+    def configure(self, args: argparse.Namespace) -> None:
+        # Windows of whole metrics intervals (every 10 steps), so loops fill them.
+        if args.smoke:
+            args.steps, args.replicas = 10, "1,2"
+        args.replicas = [int(r) for r in args.replicas.split(",")]
+        args.steps_per_loop = [int(k) for k in args.steps_per_loop.split(",")]
+
+    def header(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"benchmark": self.name, "steps": args.steps, "results": []}
+
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        for k in args.steps_per_loop:
+            for n in args.replicas:
+                job = Job(f"{n}:{k}", {"replica_count": n, "loop": k}, f"{n} replicas, {k}/loop")
+                report["results"].append((yield job))
+
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        return _worker(args.replica_count, args.steps, WARMUP, args.loop)
+
+    def table(self, report: dict[str, Any]) -> str:
+        lines = [
+            "replicas  steps/loop  eager executions/step  host reads/step  ms/step (counting on)"
+        ]
+        for row in report["results"]:
+            if "error" in row:
+                lines.append(f"{row.get('replicas', '?'):>8}  error: {row['error']}")
+                continue
+            lines.append(
+                f"{row['replicas']:>8}  {row['steps_per_loop']:>10}  "
+                f"{row['eager_executions_per_step']:>21.1f}  "
+                f"{row['host_reads_per_step']:>15.1f}  {row['ms_per_step_with_counting']:>8.1f}"
+            )
+        return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    main()
+    common.main(HostWork())

@@ -4,12 +4,13 @@ Measures examples/second of `albert_tf.data.pretraining_dataset` (parse, pad,
 whole-word n-gram masking, batching, prefetch) at sequence lengths 128 and
 512, on synthetic full-length examples over a 30k vocabulary with ~25 %
 continuation pieces (like English SentencePiece). Writes
-``bench/results/input_pipeline.json`` and prints it::
+``bench/results/input_pipeline.json`` and prints a table::
 
-    python bench/input_pipeline.py            # both lengths
-    python bench/input_pipeline.py --seq_lengths=128 --num_batches=50
-    python bench/input_pipeline.py --no-training_step   # pipeline only
-    python bench/input_pipeline.py --workers=1,2,4      # one worker of N's share
+    python -m bench.input_pipeline            # both lengths
+    python -m bench.input_pipeline --seq_lengths=128 --num_batches=50
+    python -m bench.input_pipeline --no-training_step   # pipeline only
+    python -m bench.input_pipeline --workers=1,2,4      # one worker of N's share
+    python -m bench.input_pipeline --smoke              # 128 only, few batches, no step
 
 `compare_with_training_step` is the hook for the model's pretraining step:
 it times a train step fed by the pipeline against the same step on one
@@ -19,7 +20,6 @@ cached batch, which shows whether training is input-bound.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import tempfile
@@ -27,16 +27,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import common
 import numpy as np
 import tensorflow as tf
 
 from albert_tf.data.examples import PretrainingExample, serialize_example
 from albert_tf.data.masking import MaskingVocab
 from albert_tf.data.pipeline import pretraining_dataset
+from bench import common
+from bench.common import Job, Steps
 
 VOCAB = 30_000
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# ALBERT-base batches that fit a CPU step in seconds; consumption is
+# examples/s, so the batch size matters little.
+TRAINING_BATCHES = {128: 16, 512: 4}
 
 
 def synthetic_vocab() -> MaskingVocab:
@@ -196,49 +199,89 @@ def training_consumption(
     return {"seconds_per_step": round(seconds, 3), "examples_per_second": batch_size / seconds}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seq_lengths", default="128,512")
-    parser.add_argument("--batch_size", type=int, default=64)
-    parser.add_argument("--num_batches", type=int, default=100)
-    parser.add_argument(
-        "--workers",
-        default="1",
-        help="worker counts: time worker 0 of each (its rows of every global batch)",
-    )
-    parser.add_argument(
-        "--training_step",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also time an ALBERT-base pretraining step (what the pipeline must feed)",
-    )
-    parser.add_argument("--output", default=os.path.join(RESULTS, "input_pipeline.json"))
-    args = parser.parse_args()
-    results = benchmark_input_pipeline(
-        tuple(int(s) for s in args.seq_lengths.split(",")),
-        batch_size=args.batch_size,
-        num_batches=args.num_batches,
-        workers=tuple(int(n) for n in args.workers.split(",")),
-    )
-    if args.training_step:
-        # ALBERT-base batches that fit a CPU step in seconds; consumption is
-        # examples/s, so the batch size matters little.
-        for seq_length, batch in ((128, 16), (512, 4)):
-            key = str(seq_length)
-            if key not in results["results"]:
+class InputPipeline(common.Benchmark):
+    name = "input_pipeline"
+    what = "examples/second of pretraining_dataset (parse + mask + batch + prefetch)"
+    isolated = False  # one tf.data pipeline at a time, in this process
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--seq_lengths", default=None, help="128,512 (smoke 128)")
+        parser.add_argument("--batch_size", type=int, default=None, help="64 (smoke 8)")
+        parser.add_argument("--num_batches", type=int, default=None, help="100 (smoke 5)")
+        parser.add_argument(
+            "--num_examples", type=int, default=None, help="synthetic examples (4000; smoke 200)"
+        )
+        parser.add_argument("--repeats", type=int, default=None, help="best of (3; smoke 1)")
+        parser.add_argument(
+            "--workers",
+            default="1",
+            help="worker counts: time worker 0 of each (its rows of every global batch)",
+        )
+        parser.add_argument(
+            "--training_step",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="also time an ALBERT-base pretraining step (what the pipeline must feed; "
+            "not under --smoke)",
+        )
+
+    def configure(self, args: argparse.Namespace) -> None:
+        smoke = args.smoke
+        args.seq_lengths = tuple(int(s) for s in (args.seq_lengths or "128,512").split(","))
+        if smoke and args.seq_lengths == (128, 512):
+            args.seq_lengths = (128,)
+        args.batch_size = args.batch_size or (8 if smoke else 64)
+        args.num_batches = args.num_batches or (5 if smoke else 100)
+        args.num_examples = args.num_examples or (200 if smoke else 4000)
+        args.repeats = args.repeats or (1 if smoke else 3)
+        args.workers = tuple(int(n) for n in args.workers.split(","))
+        if args.training_step is None:
+            args.training_step = not smoke
+
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        report.update((yield Job("pipeline")))
+        if not args.training_step:
+            return
+        for seq_length, batch in TRAINING_BATCHES.items():
+            entry = report["results"].get(str(seq_length))
+            if entry is None:
                 continue
-            step = training_consumption(seq_length, batch)
-            entry = results["results"][key]
+            params = {"seq_length": seq_length, "training_batch": batch}
+            step = yield Job("training_step", params, f"training_step {seq_length}")
             entry["albert_base_training_step"] = {"batch_size": batch, **step}
             entry["pipeline_over_training_step"] = round(
                 entry["examples_per_second"] / step["examples_per_second"], 1
             )
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output, "w") as fh:
-        json.dump(results, fh, indent=2)
-        fh.write("\n")
-    print(json.dumps(results, indent=2))
+
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        if job.variant == "pipeline":
+            return benchmark_input_pipeline(
+                args.seq_lengths,
+                batch_size=args.batch_size,
+                num_batches=args.num_batches,
+                num_examples=args.num_examples,
+                repeats=args.repeats,
+                workers=args.workers,
+            )
+        return training_consumption(args.seq_length, args.training_batch)
+
+    def table(self, report: dict[str, Any]) -> str:
+        lines = [
+            "| sequence length | pipeline examples/s | training step s (batch) "
+            "| pipeline / step consumption |",
+            "|---|---|---|---|",
+        ]
+        for seq_length, r in report["results"].items():
+            step = r.get("albert_base_training_step")
+            shown = f"{step['seconds_per_step']} ({step['batch_size']})" if step else "—"
+            lines.append(
+                f"| {seq_length} | {r['examples_per_second']:,.1f} | {shown} "
+                f"| {common.fmt(r.get('pipeline_over_training_step'), ',.1f')} |"
+            )
+            for n, rate in r.get("global_examples_per_second_by_workers", {}).items():
+                lines.append(f"| {seq_length}, worker 0 of {n} | {rate:,.1f} (global) | | |")
+        return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    main()
+    common.main(InputPipeline())

@@ -15,22 +15,19 @@ the TF runtime offers:
 
 Writes ``bench/results/int8_matmul.json`` and prints a table::
 
-    python bench/int8_matmul.py
+    python -m bench.int8_matmul
+    python -m bench.int8_matmul --smoke   # 2 timed calls a path, output in /tmp
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
-import common  # noqa: E402
+from bench import common
+from bench.common import Job, Steps
 
 M, K, N = 1004, 768, 3072
 
@@ -89,48 +86,67 @@ def paths() -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--output", default=os.path.join(HERE, "results", "int8_matmul.json"))
-    args = parser.parse_args()
-    cores = os.cpu_count() or 1
-    os.environ.update(common.thread_env(cores, 1, "default"))
-    common.pin_tf_threads(cores, 1)
-    import tensorflow as tf
+class Int8Matmul(common.Benchmark):
+    name = "int8_matmul"
+    what = "one ALBERT-base FFN matmul through every int8 path TF has, vs float32 and bfloat16"
+    isolated = False  # the paths one after another in this process, threads pinned
 
-    results: dict[str, Any] = {}
-    for name, fn in paths().items():
-        graph = tf.function(fn)
-        try:
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--repeats", type=int, default=None, help="timed calls (20; smoke 2)")
+
+    def configure(self, args: argparse.Namespace) -> None:
+        args.repeats = args.repeats or (2 if args.smoke else 20)
+        # Before TensorFlow loads.
+        os.environ.update(common.thread_env(os.cpu_count() or 1, 1, "default"))
+
+    def header(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"shape": [M, K, N]}
+
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        report["results"] = yield Job("paths", label="int8 matmul paths")
+
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        common.pin_tf_threads(os.cpu_count() or 1, 1)
+        import tensorflow as tf
+
+        results: dict[str, Any] = {}
+        for name, fn in paths().items():
+            graph = tf.function(fn)
+            try:
+                graph().numpy()
+            except (tf.errors.OpError, ValueError, TypeError) as error:
+                results[name] = {"error": str(error).splitlines()[0][:200]}
+                continue
             graph().numpy()
-        except (tf.errors.OpError, ValueError, TypeError) as error:
-            results[name] = {"error": str(error).splitlines()[0][:200]}
-            continue
-        graph().numpy()
-        start = time.perf_counter()
-        for _ in range(args.repeats):
-            out = graph()
-        out.numpy()
-        seconds = (time.perf_counter() - start) / args.repeats
-        results[name] = {
-            "ms": round(seconds * 1e3, 2),
-            "gflops": round(2 * M * K * N / seconds / 1e9, 1),
-        }
-    base = results["float32 MatMul"]["ms"]
-    for r in results.values():
-        if "ms" in r:
-            r["speedup_over_float32"] = round(base / r["ms"], 2)
-    report = {"shape": [M, K, N], "machine": common.machine_info(), "results": results}
-    common.write_report(report, args.output)
-    print(f"[{M}, {K}] x [{K}, {N}], {cores} threads\n")
-    print("| path | ms | GFLOP/s | vs float32 |\n|---|---|---|---|")
-    for name, r in results.items():
-        if "ms" in r:
-            print(f"| {name} | {r['ms']} | {r['gflops']} | {r['speedup_over_float32']}x |")
-        else:
-            print(f"| {name} | failed: {r['error']} | | |")
+            start = time.perf_counter()
+            for _ in range(args.repeats):
+                out = graph()
+            out.numpy()
+            seconds = (time.perf_counter() - start) / args.repeats
+            results[name] = {
+                "ms": round(seconds * 1e3, 2),
+                "gflops": round(2 * M * K * N / seconds / 1e9, 1),
+            }
+        base = results["float32 MatMul"]["ms"]
+        for r in results.values():
+            if "ms" in r:
+                r["speedup_over_float32"] = round(base / r["ms"], 2)
+        return results
+
+    def table(self, report: dict[str, Any]) -> str:
+        lines = [
+            f"[{M}, {K}] x [{K}, {N}], {report['machine']['cores']} threads\n",
+            "| path | ms | GFLOP/s | vs float32 |\n|---|---|---|---|",
+        ]
+        for name, r in report["results"].items():
+            if "ms" in r:
+                lines.append(
+                    f"| {name} | {r['ms']} | {r['gflops']} | {r['speedup_over_float32']}x |"
+                )
+            else:
+                lines.append(f"| {name} | failed: {r['error']} | | |")
+        return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    main()
+    common.main(Int8Matmul())

@@ -1,8 +1,8 @@
 """Model size: parameters, checkpoint bytes and SavedModel bytes, ALBERT vs BERT-shaped.
 
-For the paper's ALBERT presets (``albert_{base,large,xlarge,xxlarge}_v2``: E=128,
-all layers shared) and their BERT-shaped twins (``bert_*_shaped``: E=H, nothing
-shared), V=30000, float32:
+The variants (``--variants``) are presets: the paper's ALBERT presets
+(``albert_{base,large,xlarge,xxlarge}_v2``: E=128, all layers shared) and their
+BERT-shaped twins (``bert_*_shaped``: E=H, nothing shared), V=30000, float32:
 
 * parameters: the backbone (embeddings + E→H projection + encoder + pooler,
   `albert_tf.model_size.parameter_count`, what ``python -m albert_tf.params``
@@ -24,10 +24,10 @@ multiple of the fp32 weight bytes, see ``--checkpoint_ram_factor`` /
 family (sharing) and depth, and marked so. Writes ``bench/results/memory.json``
 and prints a markdown table::
 
-    python bench/memory.py                                    # all 8 (~10-20 min, <=12 GB disk)
-    python bench/memory.py --smoke                            # tiny shapes, plumbing only
-    python bench/memory.py --presets=albert_base_v2,bert_base_shaped
-    python bench/memory.py --computed=bert_xxlarge_shaped     # never build that one
+    python -m bench.memory                                    # all 8 (~10-20 min, <=12 GB disk)
+    python -m bench.memory --smoke                            # tiny shapes, plumbing only
+    python -m bench.memory --variants=albert_base_v2,bert_base_shaped
+    python -m bench.memory --computed=bert_xxlarge_shaped     # never build that one
 """
 
 from __future__ import annotations
@@ -35,28 +35,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 from typing import Any
 
-from common import (
-    add_common_flags,
-    build_padded_tokenizer,
-    choices,
-    dir_bytes,
-    machine_info,
-    output_path,
-    pin_tf_threads,
-    publish,
-    spawn,
-    thread_env,
-    thread_report,
-    worker_main,
-    write_report,
-)
+from bench import common
+from bench.common import Job, Steps, build_padded_tokenizer, dir_bytes
 
-NAME = "memory"
 SIZES = ("base", "large", "xlarge", "xxlarge")
 PRESETS = tuple(f"albert_{s}_v2" for s in SIZES) + tuple(f"bert_{s}_shaped" for s in SIZES)
 SMOKE_PRESETS = ("albert_base_v2", "bert_base_shaped", "albert_xxlarge_v2")
@@ -202,18 +187,6 @@ def run_export(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def run_worker(args: argparse.Namespace) -> dict[str, Any]:
-    cores = os.cpu_count() or 1
-    os.environ.update(thread_env(cores, args.inter_op_threads, args.omp_wait_policy))
-    pin_tf_threads(cores, args.inter_op_threads)
-    if args.worker == "tokenizer":
-        vocab = preset_config(PRESETS[0], args.smoke).vocab_size
-        return build_padded_tokenizer(os.path.join(args.workdir, "tokenizer"), vocab, args.smoke)
-    return {"count": run_count, "checkpoint": run_checkpoint, "export": run_export}[args.worker](
-        args
-    )
-
-
 # --------------------------------------------------------------------------- report
 def fill_computed(report: dict[str, Any]) -> None:
     """Bytes of stages not run: 4 × parameters + a measured preset's overhead.
@@ -302,100 +275,97 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def orchestrate(args: argparse.Namespace) -> None:
-    presets = choices(args.presets, tuple(PRESETS), "preset")
-    computed = set(choices(args.computed, tuple(PRESETS), "preset"))
-    output = output_path(args, NAME)
-    script = os.path.abspath(__file__)
-    workdir = tempfile.mkdtemp(prefix="albert_memory_", dir=args.tmp_dir)
-    flags = [
-        "--workdir", workdir, "--ram_margin_gb", str(args.ram_margin_gb),
-        "--checkpoint_ram_factor", str(args.checkpoint_ram_factor),
-        "--export_ram_factor", str(args.export_ram_factor),
-    ] + (["--force_build"] if args.force_build else [])  # fmt: skip
-    report: dict[str, Any] = {
-        "what": "parameters, checkpoint bytes (albert_tf.save_model) and raw-text "
-        "multiple-choice SavedModel bytes (export_saved_model), float32",
-        "command": [os.path.relpath(__file__), *sys.argv[1:]],
-        "smoke": args.smoke,
-        "machine": machine_info() | {"ram_gb": round(available_bytes() / GB, 1)},
-        "threads": thread_report(args),
-        "results": {},
-    }
-    try:
-        print("[tokenizer] ...", file=sys.stderr, flush=True)
-        report["tokenizer"] = spawn(script, ["--worker", "tokenizer", *flags], args)
+class Memory(common.Benchmark):
+    name = "memory"
+    what = (
+        "parameters, checkpoint bytes (albert_tf.save_model) and raw-text "
+        "multiple-choice SavedModel bytes (export_saved_model), float32"
+    )
+    variants = PRESETS
+    smoke_variants = SMOKE_PRESETS
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--computed", default=None, help="presets never built: bytes computed (smoke: xxlarge)"
+        )
+        parser.add_argument(
+            "--checkpoint_ram_factor",
+            type=float,
+            default=2.0,
+            # Measured at bert_base_shaped: peak RSS ≈ 1 GB + 1.6 × the weights.
+            help="RAM to build + save, in fp32 weight sizes (2.0)",
+        )
+        parser.add_argument(
+            "--export_ram_factor",
+            type=float,
+            default=3.0,
+            # The exporter holds the model and the arrays it read; measured ≈ 1 GB + 2.5 × weights.
+            help="RAM to export, in fp32 weight sizes (3.0)",
+        )
+        parser.add_argument("--ram_margin_gb", type=float, default=1.0, help="RAM left to others")
+        parser.add_argument("--force_build", action="store_true", help="skip the RAM check")
+        parser.add_argument(
+            "--tmp_dir", default=None, help="where checkpoints/exports are written (needs ~15 GB)"
+        )
+
+    def configure(self, args: argparse.Namespace) -> None:
+        if args.computed is None:
+            args.computed = ",".join(SMOKE_COMPUTED) if args.smoke else ""
+        args.computed = common.choices(args.computed, PRESETS, "preset")
+
+    def header(self, args: argparse.Namespace) -> dict[str, Any]:
+        ram_gb = round(available_bytes() / GB, 1)
+        return {"machine": common.machine_info() | {"ram_gb": ram_gb}, "results": {}}
+
+    def prepare(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        args.workdir = tempfile.mkdtemp(prefix="albert_memory_", dir=args.tmp_dir)
+        report["tokenizer"] = yield Job("tokenizer")
         if "error" in report["tokenizer"]:
-            write_report(report, output)
             raise SystemExit(f"tokenizer failed: {report['tokenizer']['error']}")
-        for preset in presets:
-            worker = ["--preset", preset, *flags]
-            if preset in computed:
-                print(f"[{preset}] counts only (--computed)", file=sys.stderr, flush=True)
-                report["results"][preset] = spawn(script, ["--worker", "count", *worker], args)
+
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        results = report["results"]
+        for preset in args.variants:
+            params = {"preset": preset}
+            if preset in args.computed:
+                results[preset] = yield Job("count", params, f"{preset} counts only (--computed)")
                 continue
-            print(f"[{preset}] build + save_model ...", file=sys.stderr, flush=True)
-            r = spawn(script, ["--worker", "checkpoint", *worker], args)
+            r = yield Job("checkpoint", params, f"{preset} build + save_model")
             r["checkpoint_peak_rss_mb"] = r.pop("peak_rss_mb", None)
             if "checkpoint" in r:
-                print(f"[{preset}] export_saved_model ...", file=sys.stderr, flush=True)
-                ex = spawn(script, ["--worker", "export", *worker], args)
+                ex = yield Job("export", params, f"{preset} export_saved_model")
                 r["export_peak_rss_mb"] = ex.pop("peak_rss_mb", None)
                 r["savedmodel"] = ex
             elif "skipped" in r:
                 r["checkpoint"] = {"skipped": r.pop("skipped")}
                 r["savedmodel"] = {"skipped": "no checkpoint to export"}
             else:  # failed: keep the error, still report the counts
-                r |= spawn(script, ["--worker", "count", *worker], args) | {"error": r.get("error")}
-            report["results"][preset] = r
+                counts = yield Job("count", params, f"{preset} counts")
+                r |= counts | {"error": r.get("error")}
+            results[preset] = r
             # Free the disk before the next (bigger) preset.
-            shutil.rmtree(os.path.join(workdir, preset), ignore_errors=True)
-            fill_computed(report)
-            write_report(report, output)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    fill_computed(report)
-    publish(report, output, markdown(report))
+            shutil.rmtree(os.path.join(args.workdir, preset), ignore_errors=True)
 
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        common.pin_threads(args, "tf")
+        if job.variant == "tokenizer":
+            vocab = preset_config(PRESETS[0], args.smoke).vocab_size
+            return build_padded_tokenizer(
+                os.path.join(args.workdir, "tokenizer"), vocab, args.smoke
+            )
+        run = {"count": run_count, "checkpoint": run_checkpoint, "export": run_export}
+        return run[job.variant](args)
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_common_flags(parser)
-    parser.add_argument("--presets", default=None, help="comma-separated (default: all 8)")
-    parser.add_argument(
-        "--computed", default=None, help="presets never built: bytes computed (smoke: xxlarge)"
-    )
-    parser.add_argument(
-        "--checkpoint_ram_factor",
-        type=float,
-        default=2.0,
-        # Measured at bert_base_shaped: peak RSS ≈ 1 GB + 1.6 × the weights.
-        help="RAM to build + save, in fp32 weight sizes (2.0)",
-    )
-    parser.add_argument(
-        "--export_ram_factor",
-        type=float,
-        default=3.0,
-        # The exporter holds the model and the arrays it read; measured ≈ 1 GB + 2.5 × weights.
-        help="RAM to export, in fp32 weight sizes (3.0)",
-    )
-    parser.add_argument("--ram_margin_gb", type=float, default=1.0, help="RAM left to others")
-    parser.add_argument("--force_build", action="store_true", help="skip the RAM check")
-    parser.add_argument(
-        "--tmp_dir", default=None, help="where checkpoints/exports are written (needs ~15 GB)"
-    )
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
-    parser.add_argument("--preset", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.presets is None:
-        args.presets = ",".join(SMOKE_PRESETS if args.smoke else PRESETS)
-    if args.computed is None:
-        args.computed = ",".join(SMOKE_COMPUTED) if args.smoke else ""
-    if args.worker:
-        worker_main(lambda: run_worker(args))
-    else:
-        orchestrate(args)
+    def summarize(self, report: dict[str, Any]) -> None:
+        fill_computed(report)
+
+    def table(self, report: dict[str, Any]) -> str:
+        return markdown(report)
+
+    def cleanup(self, args: argparse.Namespace) -> None:
+        if getattr(args, "workdir", None):
+            shutil.rmtree(args.workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    common.main(Memory())

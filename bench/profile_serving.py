@@ -1,13 +1,14 @@
 """Where the time of one served answer goes, op by op, in each serving precision.
 
-Loads the SavedModels that ``serving.py --workdir=DIR`` exported (ALBERT-base
+Loads the SavedModels that ``python -m bench.serving --workdir=DIR`` exported (ALBERT-base
 shape, float32 / bfloat16 / int8), answers the batch-1 workload (one
 parable_en item, 4 options of ~250 pieces) under the TensorFlow profiler and
-sums the executor's op times by op type (`profile_step.op_times`). Prints one
-table per precision and writes ``bench/results/profile_serving.json``::
+sums the executor's op times by op type (`bench.profile_step.op_times`). Prints
+one table per precision (the variants, ``--variants``), each profiled in a fresh
+process, and writes ``bench/results/profile_serving.json``::
 
-    python bench/serving.py --workdir=/tmp/srv --variants=savedmodel --workloads=batch1
-    python bench/profile_serving.py --workdir=/tmp/srv
+    python -m bench.serving --workdir=/tmp/srv --variants=savedmodel --workloads=batch1
+    python -m bench.profile_serving --workdir=/tmp/srv
 
 Op times are summed over executor threads: with two intra-op threads an op's
 time is its wall time. Run it on an otherwise idle machine.
@@ -18,16 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
+from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
-import common  # noqa: E402
-from profile_step import op_times  # noqa: E402
+from bench import common
+from bench.common import Job, Steps
+from bench.profile_step import op_times
+from bench.serving.workload import WORKLOADS_FILE, prepared
 
 VARIANTS = {"float32": "savedmodel", "bfloat16": "savedmodel_bf16", "int8": "savedmodel_int8"}
 
@@ -67,48 +66,51 @@ def profile(path: str, texts: dict, calls: int, warmup: int) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workdir", required=True, help="serving.py's --workdir")
-    parser.add_argument("--precisions", default=",".join(VARIANTS))
-    parser.add_argument("--calls", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--top", type=int, default=12)
-    common.add_common_flags(parser)
-    args = parser.parse_args()
-    cores = os.cpu_count() or 1
-    os.environ.update(common.thread_env(cores, args.inter_op_threads, args.omp_wait_policy))
-    if args.worker:  # one precision per process, like serving.py
+class ProfileServing(common.Benchmark):
+    name = "profile_serving"
+    what = "TF profiler op times of one served batch-1 answer, per serving precision"
+    variants = tuple(VARIANTS)
 
-        def run() -> dict:
-            common.pin_tf_threads(cores, args.inter_op_threads)
-            with open(os.path.join(args.workdir, "prepare.json")) as f:
-                path = json.load(f)["saved_models"][VARIANTS[args.worker]]
-            with open(os.path.join(args.workdir, "workloads.json"), encoding="utf-8") as f:
-                texts = json.load(f)["batch1"]
-            return profile(path, texts, args.calls, args.warmup)
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--workdir", required=True, help="bench.serving's --workdir")
+        parser.add_argument("--calls", type=int, default=None, help="profiled calls (5; smoke 1)")
+        parser.add_argument("--warmup", type=int, default=None, help="untimed calls (3; smoke 1)")
+        parser.add_argument("--top", type=int, default=12, help="rows of each table")
 
-        common.worker_main(run)
-        return
-    report = {"workload": "batch1", "machine": common.machine_info(), "precisions": {}}
-    for precision in common.choices(args.precisions, tuple(VARIANTS), "precision"):
-        worker = ["--workdir", args.workdir, "--worker", precision, "--calls", str(args.calls)]
-        out = common.spawn(__file__, worker, args)
-        report["precisions"][precision] = out
-        if "error" in out:
-            print(f"{precision}: {out['error']}")
-            continue
-        print(
-            f"\n{precision}: {out['call_ms_untraced']} ms per answer, "
-            f"op time {out['op_ms_per_call']} ms"
-        )
-        print("| op type | ms | share |\n|---|---|---|")
-        for op, ms in list(out["by_type_ms"].items())[: args.top]:
-            print(f"| {op} | {ms:.1f} | {ms / out['op_ms_per_call']:.0%} |")
-    common.write_report(
-        report, args.output or os.path.join(HERE, "results", "profile_serving.json")
-    )
+    def configure(self, args: argparse.Namespace) -> None:
+        args.calls = args.calls or (1 if args.smoke else 5)
+        args.warmup = args.warmup or (1 if args.smoke else 3)
+        self.top = args.top
+
+    def header(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"workload": "batch1", "precisions": {}}
+
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        for precision in args.variants:
+            report["precisions"][precision] = yield Job(precision)
+
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        common.pin_threads(args, "tf")
+        path = prepared(args.workdir)["saved_models"][VARIANTS[job.variant]]
+        with open(os.path.join(args.workdir, WORKLOADS_FILE), encoding="utf-8") as f:
+            texts = json.load(f)["batch1"]
+        return profile(path, texts, args.calls, args.warmup)
+
+    def table(self, report: dict[str, Any]) -> str:
+        lines = []
+        for precision, out in report["precisions"].items():
+            if "error" in out:
+                lines.append(f"{precision}: {out['error']}")
+                continue
+            lines += [
+                f"\n{precision}: {out['call_ms_untraced']} ms per answer, "
+                f"op time {out['op_ms_per_call']} ms",
+                "| op type | ms | share |\n|---|---|---|",
+            ]
+            for op, ms in list(out["by_type_ms"].items())[: self.top]:
+                lines.append(f"| {op} | {ms:.1f} | {ms / out['op_ms_per_call']:.0%} |")
+        return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    main()
+    common.main(ProfileServing())

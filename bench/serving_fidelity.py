@@ -19,8 +19,9 @@ the context?"):
 
 Writes ``bench/results/serving_fidelity.json`` and prints a table::
 
-    python bench/serving_fidelity.py --runs=zh=/work/runs_demo2/zh,en=/work/runs_demo/en
-    python bench/serving_fidelity.py --runs=zh=runs/demo_models/zh --max_items=200
+    python -m bench.serving_fidelity --runs=zh=/work/runs_demo2/zh,en=/work/runs_demo/en
+    python -m bench.serving_fidelity --runs=zh=runs/demo_models/zh --max_items=200
+    python -m bench.serving_fidelity --runs=zh=runs/demo_models/zh --smoke  # 20 items, /tmp
 
 A run directory is what ``demo_models`` leaves: ``finetune/best``,
 ``pretrain/final``, ``pretrain/data/eval_shards`` and ``data/test.jsonl``.
@@ -36,9 +37,9 @@ import tempfile
 import time
 from typing import Any
 
-from common import MULTIPLE_CHOICE_DATA, machine_info, output_path, publish
+from bench import common
+from bench.common import MULTIPLE_CHOICE_DATA, Job, Steps
 
-NAME = "serving_fidelity"
 SHARED_SETS = {
     "zh": ("parable_zh",),
     "en": ("parable_en", "socialiqa_evals", "quartz"),
@@ -156,7 +157,7 @@ def mlm_fidelity(run_dir: str, lang: str, args: argparse.Namespace) -> dict[str,
         if precision == "mixed_bfloat16":
             model = albert_tf.load(model_dir, dtype="mixed_bfloat16")
         else:  # the pretraining model as the export would serve it
-            model, _, _ = load_for_serving(albert_tf.load, model_dir, precision)
+            model = load_for_serving(albert_tf.load, model_dir, precision).model
         scores = evaluate_pretraining(
             model,
             os.path.join(shards, "*.tfrecord*"),
@@ -205,35 +206,53 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--runs",
-        required=True,
-        help="comma-separated LANG=RUN_DIR pairs (demo_models' per-language work dirs)",
+class ServingFidelity(common.Benchmark):
+    name = "serving_fidelity"
+    what = (
+        "agreement of bfloat16/int8 (and LiteRT) predictions with float32, and "
+        "held-out MLM accuracy change, on models pretrained here"
     )
-    parser.add_argument("--max_items", type=int, default=0, help="per set (0: all)")
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--mlm_batches", type=int, default=0, help="0: all held-out shards")
-    parser.add_argument("--output", default=None)
-    args = parser.parse_args()
-    args.smoke = False
-    report: dict[str, Any] = {
-        "what": "agreement of bfloat16/int8 (and LiteRT) predictions with float32, and "
-        "held-out MLM accuracy change, on models pretrained here",
-        "command": [os.path.relpath(__file__), *sys.argv[1:]],
-        "machine": machine_info(),
-        "models": {},
-    }
-    for pair in args.runs.split(","):
-        lang, run_dir = pair.split("=", 1)
-        report["models"][lang] = {
-            "run_dir": run_dir,
-            "multiple_choice": multiple_choice_fidelity(run_dir, lang, args),
-            "mlm": mlm_fidelity(run_dir, lang, args),
+    isolated = False  # answers, not timings: each model in this process
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--runs",
+            required=True,
+            help="comma-separated LANG=RUN_DIR pairs (demo_models' per-language work dirs)",
+        )
+        parser.add_argument(
+            "--max_items", type=int, default=None, help="per set (0: all; smoke 20)"
+        )
+        parser.add_argument("--batch_size", type=int, default=32)
+        parser.add_argument(
+            "--mlm_batches", type=int, default=None, help="0: all held-out shards (smoke 1)"
+        )
+
+    def configure(self, args: argparse.Namespace) -> None:
+        if args.max_items is None:
+            args.max_items = 20 if args.smoke else 0
+        if args.mlm_batches is None:
+            args.mlm_batches = 1 if args.smoke else 0
+
+    def header(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"models": {}}
+
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        for pair in args.runs.split(","):
+            lang, run_dir = pair.split("=", 1)
+            params = {"lang": lang, "run_dir": run_dir}
+            report["models"][lang] = yield Job(lang, params, f"{lang} model")
+
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        return {
+            "run_dir": args.run_dir,
+            "multiple_choice": multiple_choice_fidelity(args.run_dir, args.lang, args),
+            "mlm": mlm_fidelity(args.run_dir, args.lang, args),
         }
-    publish(report, output_path(args, NAME), markdown(report))
+
+    def table(self, report: dict[str, Any]) -> str:
+        return markdown(report)
 
 
 if __name__ == "__main__":
-    main()
+    common.main(ServingFidelity())

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:  # imported from elsewhere (python puts bench/ first for scripts)
-    sys.path.insert(0, HERE)
-
-from step_workload import FULL, Shape, synthetic_batch  # noqa: E402
+from bench.step_workload import FULL, Shape, synthetic_batch
 
 
 def albert_config_for(shape: Shape):
@@ -67,11 +62,11 @@ def build_ours_step(
     """
     import keras
     import tensorflow as tf
-    from input_pipeline import synthetic_vocab, write_synthetic_shards
 
     from albert_tf.training.pretraining.options import PretrainingOptions
     from albert_tf.training.pretraining.steps import PretrainingSteps
     from albert_tf.training.pretraining.trainer import build_inputs, build_model, build_optimizer
+    from bench.input_pipeline import synthetic_vocab, write_synthetic_shards
 
     pattern = write_synthetic_shards(workdir, shape.seq, num_examples=8 * shape.batch)
     synthetic_vocab().save(workdir)  # the pipeline reads masking_vocab.json

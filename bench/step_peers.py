@@ -7,16 +7,10 @@ shared synthetic batch of ``step_workload.py``.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:  # imported from elsewhere (python puts bench/ first for scripts)
-    sys.path.insert(0, HERE)
-
-from step_workload import FEATURE_KEYS, LABEL_KEYS, Shape, synthetic_batch  # noqa: E402
+from bench.step_workload import FEATURE_KEYS, LABEL_KEYS, Shape, synthetic_batch
 
 
 # --------------------------------------------------------------------------- keras-hub

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import statistics
-import sys
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:  # imported from elsewhere (python puts bench/ first for scripts)
-    sys.path.insert(0, HERE)
-
-from common import fmt  # noqa: E402
-from step_workload import PEERS, PRECISIONS  # noqa: E402
+from bench.common import fmt
+from bench.step_workload import PEERS, PRECISIONS
 
 
 def merge_rounds(previous: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ is the one of ``l2_grid`` with the best held-out accuracy.
 
 ``units=units_and_bigrams`` adds pairs of adjacent units (two characters, two
 words) to the features. Both on the shared Chinese review set, with time and
-memory: ``bench/classification_baseline.py``.
+memory: ``python -m experiments.classification_baseline``.
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ pairs of adjacent ones, `units_and_bigrams`) is fitted in a fresh process by
 `albert_tf.baselines.bag_of_units.fit_bag_of_units` (L2 chosen on dev)
 and scored on test, and also on the test items whose text no training item
 has: the set holds many copies of the same review, and ids, not texts, decide
-the split. Writes ``bench/results/classification_baseline.json`` and prints a
+the split. Writes ``experiments/results/classification_baseline.json`` and prints a
 table::
 
-    python bench/classification_baseline.py                 # both, ~1-2 min on 2 cores
-    python bench/classification_baseline.py --units=units   # characters and words only
-    python bench/classification_baseline.py --smoke         # 2,000 reviews, output in /tmp
+    python -m experiments.classification_baseline                    # both, ~1-2 min on 2 cores
+    python -m experiments.classification_baseline --variants=units   # characters and words only
+    python -m experiments.classification_baseline --smoke            # 2,000 reviews, /tmp
 """
 
 from __future__ import annotations
@@ -24,23 +24,13 @@ import dataclasses
 import gzip
 import json
 import os
-import sys
 import time
 from typing import Any
 
-from common import (
-    SHARED_DATA,
-    add_common_flags,
-    choices,
-    machine_info,
-    output_path,
-    publish,
-    spawn,
-    thread_report,
-    worker_main,
-)
+import experiments
+from bench import common
+from bench.common import SHARED_DATA, Job, Steps
 
-NAME = "classification_baseline"
 DATA = os.path.join(SHARED_DATA, "classification", "zh_product_reviews.jsonl.gz")
 UNITS = ("units", "bigrams")
 SMOKE_ITEMS = 2000
@@ -84,13 +74,13 @@ def reset_peak_rss() -> bool:
         return False
 
 
-def run_worker(args: argparse.Namespace) -> dict[str, Any]:
+def run_worker(args: argparse.Namespace, units_name: str) -> dict[str, Any]:
     import numpy as np
 
     from albert_tf.baselines import bag_of_units as baseline
     from albert_tf.data.multiple_choice import split_examples
 
-    units = {"units": baseline.text_units, "bigrams": baseline.units_and_bigrams}[args.worker]
+    units = {"units": baseline.text_units, "bigrams": baseline.units_and_bigrams}[units_name]
     items = load(args.data, SMOKE_ITEMS if args.smoke else 0)
     train, dev, test = split_examples(items, [0.8, 0.1, 0.1], seed=0)
     train_texts = {item.text for item in train}
@@ -111,7 +101,7 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     test_scores = scores(test)
     predict_s = time.perf_counter() - start
     return {
-        "units": args.worker,
+        "units": units_name,
         "items": {"train": len(train), "dev": len(dev), "test": len(test)},
         "distinct_texts": len({item.text for item in items}),
         "test_texts_in_train": len(test) - len(unseen),
@@ -159,36 +149,35 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def orchestrate(args: argparse.Namespace) -> None:
-    output = output_path(args, NAME)
-    report: dict[str, Any] = {
-        "what": "bag-of-units logistic regression (albert_tf.baselines.bag_of_units), "
-        "binary features, L2 chosen on dev, full-batch Adam in numpy",
-        "command": [os.path.relpath(__file__), *sys.argv[1:]],
-        "smoke": args.smoke,
-        "data": os.path.relpath(args.data),
-        "split": "split_examples(items, [0.8, 0.1, 0.1], seed=0)",
-        "machine": machine_info(),
-        "threads": thread_report(args),
-        "results": {},
-    }
-    for name in choices(args.units, UNITS, "units"):
-        print(f"[{name}] ...", file=sys.stderr, flush=True)
-        report["results"][name] = spawn(__file__, ["--worker", name, "--data", args.data], args)
-    publish(report, output, markdown(report))
+class ClassificationBaseline(common.Benchmark):
+    name = "classification_baseline"
+    what = (
+        "bag-of-units logistic regression (albert_tf.baselines.bag_of_units), "
+        "binary features, L2 chosen on dev, full-batch Adam in numpy"
+    )
+    variants = UNITS  # each fitted in a fresh process
+    results_dir = experiments.RESULTS
 
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--data", default=DATA, help="JSON Lines (.gz): id, text, label")
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_common_flags(parser)
-    parser.add_argument("--data", default=DATA, help="JSON Lines (.gz): id, text, label")
-    parser.add_argument("--units", default=",".join(UNITS), help=f"of {', '.join(UNITS)}")
-    args = parser.parse_args()
-    if args.worker:
-        worker_main(lambda: run_worker(args))
-    else:
-        orchestrate(args)
+    def header(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {
+            "data": os.path.relpath(args.data),
+            "split": "split_examples(items, [0.8, 0.1, 0.1], seed=0)",
+            "results": {},
+        }
+
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        for name in args.variants:
+            report["results"][name] = yield Job(name)
+
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        return run_worker(args, job.variant)
+
+    def table(self, report: dict[str, Any]) -> str:
+        return markdown(report)
 
 
 if __name__ == "__main__":
-    main()
+    common.main(ClassificationBaseline())
