@@ -221,9 +221,11 @@ import json, shutil, statistics, time
 from albert_tf.data import read_documents
 from albert_tf.data.shards import write_pretraining_data
 from albert_tf.tokenizers import load_tokenizer
-try:
+import importlib.util
+# Only a missing apache-beam skips the Beam figures; any other import error fails loudly.
+if importlib.util.find_spec("apache_beam") is not None:
     from albert_tf.data.shards.beam import run_beam_pipeline
-except ImportError:
+else:
     run_beam_pipeline = None
 tok = load_tokenizer({tokenizer!r})
 corpora = {corpora!r}

@@ -85,7 +85,7 @@ class ServingModel:
 
 
 def to_serving_precision(
-    model: keras.Model, precision: str, *, int8_attention: str = "auto"
+    model: keras.Model, precision: str, *, int8_attention: str = "auto", copy: bool = True
 ) -> ServingModel:
     """``model`` rewritten to serve in ``precision``, as a new model.
 
@@ -108,6 +108,9 @@ def to_serving_precision(
       feed-forward block on 99.4%.
 
     ``model`` itself is left as it was: it still trains, saves and converts.
+    ``copy=False`` rewrites ``model`` in place instead, for a model nobody else
+    holds (`load_for_serving`'s): an export then needs one copy of the weights,
+    not two.
 
     >>> import numpy as np
     >>> import albert_tf
@@ -131,7 +134,7 @@ def to_serving_precision(
         int8_attention = "bfloat16" if precision_warning("bfloat16") is None else "float32"
     if int8_attention not in ("bfloat16", "float32"):
         raise ValueError(f"int8_attention={int8_attention!r}: use 'bfloat16', 'float32' or 'auto'")
-    clone = _clone(model)
+    clone = _clone(model) if copy else model
     freeze_layer_norms(clone)
     if precision == "float32":
         return ServingModel(clone, (), {"attention": "float32", "feedforward": "float32"})
@@ -144,9 +147,15 @@ def to_serving_precision(
 
 
 def _clone(model: keras.Model) -> keras.Model:
-    """A new model of the same config, weights and implementation."""
-    clone = keras.models.clone_model(model)
-    clone.set_weights(model.get_weights())
+    """A new model of the same class, config, weights and implementation."""
+    # From the class's own config: keras.models.clone_model turns a Functional
+    # subclass (AlbertBackbone) into a plain Functional model without `config`.
+    clone = type(model).from_config(model.get_config())
+    if len(clone.weights) != len(model.weights):
+        raise ValueError(f"cannot copy {type(model).__name__}: its config does not rebuild it")
+    # Variable by variable: no second full copy of the weights in host memory.
+    for target, source in zip(clone.weights, model.weights, strict=True):
+        target.assign(source)
     name = model_implementation(model)
     if name is not None:
         set_implementation(clone, name)
@@ -203,4 +212,5 @@ def load_for_serving(
     """``loader(checkpoint_dir)`` rewritten to serve in ``precision``
     (`to_serving_precision`)."""
     check_precision(precision)
-    return to_serving_precision(loader(checkpoint_dir), precision)
+    # The loaded model is ours alone: rewrite it rather than hold two copies.
+    return to_serving_precision(loader(checkpoint_dir), precision, copy=False)

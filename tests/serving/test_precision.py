@@ -144,11 +144,14 @@ def test_replaced_projections_keep_sharing_and_stay_close(name, sharing, layers)
         "padding_mask": np.ones((2, 3, 12), "int32"),
     }
     before = model(inputs, training=False).numpy()
+    # The same rewrite in float32 (frozen LayerNorms, projections as trained): what
+    # the lower precision must differ from, if its projections really ran.
+    frozen = to_serving_precision(model, "float32").model(inputs, training=False).numpy()
     served = to_serving_precision(model, precision, int8_attention=int8_attention)
     # up to 4 projections (q/k/v fused, attention output, 2 feed-forward) per *distinct* layer
     assert len(served.projections) == per_layer * layers
     after = served.model(inputs, training=False).numpy()
-    assert not np.array_equal(before, after)  # the replaced path really ran
+    assert not np.array_equal(frozen, after)  # the replaced path really ran
     np.testing.assert_allclose(after, before, atol=0.05 * np.abs(before).max())
     # A rewrite, not a patch: the given model computes exactly as before.
     assert served.model is not model

@@ -62,6 +62,7 @@ except ModuleNotFoundError as e:  # the optional [beam] extra
 
 from albert_tf import storage
 from albert_tf.data.shards import layout
+from albert_tf.data.shards.local import naming_task
 from albert_tf.data.shards.plan import ShardOptions, ShardPlan
 from albert_tf.data.shards.summary import WriteSummary
 from albert_tf.data.shards.writer import ShardWriter
@@ -127,7 +128,7 @@ class _WritePartsFn(beam.DoFn):
         try:
             summary = self._writer.write(task)
         except (ValueError, OSError) as e:
-            raise type(e)(f"{task.describe()}: {e}") from e
+            raise naming_task(e, task) from e
         _count(summary)
         for shard in range(self._options.num_shards):
             yield shard, task.index
@@ -214,6 +215,8 @@ def run_beam_pipeline(
     """
     if any(a == "--runner" or a.startswith("--runner=") for a in pipeline_args):
         raise ValueError("give the runner as runner= (--runner), not in the pipeline options")
+    if not storage.isdir(tokenizer_dir):  # fail fast, before planning
+        raise FileNotFoundError(f"no tokenizer directory at {tokenizer_dir}")
     plan = ShardPlan.build(**options)
     return run_beam(
         plan,

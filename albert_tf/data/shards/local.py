@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import concurrent.futures.process
+import inspect
 import json
 import multiprocessing as mp
 import os
@@ -84,15 +85,45 @@ def write_pretraining_data(
     """
     if num_workers < 1:
         raise ValueError("num_workers must be >= 1")
+    tokenizer, tokenizer_dir = _resolve_tokenizer(tokenizer)  # fail fast, before planning
     plan = ShardPlan.build(**options)
     return run_local(
         plan,
         tokenizer=tokenizer,
+        tokenizer_dir=tokenizer_dir,
         output_dir=output_dir,
         num_workers=num_workers,
         show_progress=show_progress,
         log=log,
     )
+
+
+# The keywords of write_pretraining_data are its own plus ShardPlan.build's (help()
+# and editors show them all; a misspelt one is a TypeError naming it).
+write_pretraining_data.__signature__ = inspect.Signature(
+    [
+        *(
+            p
+            for p in inspect.signature(write_pretraining_data).parameters.values()
+            if p.kind is not p.VAR_KEYWORD
+        ),
+        *inspect.signature(ShardPlan.build).parameters.values(),
+    ],
+    return_annotation=WriteSummary,
+)
+
+
+def _resolve_tokenizer(tokenizer) -> tuple[Tokenizer, str | None]:
+    """The tokenizer object and its directory (None for an object given: it cannot
+    be sent to worker processes)."""
+    from albert_tf.tokenizers.base import load_tokenizer
+
+    if not isinstance(tokenizer, str | os.PathLike):
+        return tokenizer, None
+    tokenizer_dir = os.fspath(tokenizer)
+    if not storage.is_remote(tokenizer_dir):
+        tokenizer_dir = os.path.abspath(tokenizer_dir)
+    return load_tokenizer(tokenizer_dir), tokenizer_dir
 
 
 def run_local(
@@ -103,20 +134,20 @@ def run_local(
     num_workers: int = 1,
     show_progress: bool = True,
     log: Callable[[str], None] | None = print,
+    tokenizer_dir: str | None = None,
 ) -> WriteSummary:
-    """Runs ``plan`` here (`write_pretraining_data` has the contract)."""
+    """Runs ``plan`` here (`write_pretraining_data` has the contract). ``tokenizer``
+    is a directory or a `Tokenizer`; a loaded one with its ``tokenizer_dir`` can still
+    be sent to worker processes (they load it from there)."""
     from albert_tf.data.masking import MaskingVocab
-    from albert_tf.tokenizers.base import load_tokenizer
 
+    if num_workers < 1:
+        raise ValueError("num_workers must be >= 1")
     start = time.time()
-    if isinstance(tokenizer, str | os.PathLike):
-        tokenizer_dir: str | None = os.fspath(tokenizer)
-        if not storage.is_remote(tokenizer_dir):
-            tokenizer_dir = os.path.abspath(tokenizer_dir)
-        tokenizer = load_tokenizer(tokenizer_dir)  # fail fast, before any work
-    else:
-        tokenizer_dir = None  # an object cannot be sent to workers
-        num_workers = 1
+    if tokenizer_dir is None:
+        tokenizer, tokenizer_dir = _resolve_tokenizer(tokenizer)
+    if tokenizer_dir is None:
+        num_workers = 1  # an object cannot be sent to workers
     tasks = list(plan.tasks)
     num_shards = plan.options.num_shards
     fingerprint = plan.fingerprint(tokenizer_dir)
@@ -277,7 +308,7 @@ def _run_tasks(
                             "(--num_workers=1) to write in this process."
                         ) from e
                     except Exception as e:
-                        raise type(e)(f"{futures[future].describe()}: {e}") from e
+                        raise naming_task(e, futures[future]) from e
                     tasks_bar.update()
             _drain_queue(queue, docs_bar)
     finally:
@@ -290,7 +321,18 @@ def _with_context(fn: Callable[..., WriteSummary], writer, task: InputTask, part
     try:
         return fn(writer, task, parts_dir)
     except (ValueError, OSError) as e:
-        raise type(e)(f"{task.describe()}: {e}") from e
+        raise naming_task(e, task) from e
+
+
+def naming_task(error: Exception, task: InputTask) -> Exception:
+    """``error`` with the task (file and byte range) in its message, as the same
+    type when its constructor takes one message; else the error itself with the
+    task as a note (``UnicodeDecodeError``, TensorFlow's errors need more arguments)."""
+    try:
+        return type(error)(f"{task.describe()}: {error}")
+    except TypeError:
+        error.add_note(f"in {task.describe()}")
+        return error
 
 
 def _main_file() -> str | None:
