@@ -20,9 +20,9 @@ _EXPORTS = {
     "PRESETS": "albert_tf.presets",
     "AlbertBackbone": "albert_tf.models.backbone",
     "AlbertConfig": "albert_tf.config",
-    "AlbertMultipleChoice": "albert_tf.models.multiple_choice_model",
+    "AlbertMultipleChoice": "albert_tf.tasks.multiple_choice.model",
     "AlbertPretrainingModel": "albert_tf.models.pretraining_model",
-    "AlbertTextClassifier": "albert_tf.models.text_classifier_model",
+    "AlbertTextClassifier": "albert_tf.tasks.classification.model",
     "ConfigError": "albert_tf.config",
     "get_preset": "albert_tf.presets",
     "load": "albert_tf.checkpoints.saved_format",
@@ -69,7 +69,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     )
     from albert_tf.config import AlbertConfig, ConfigError
     from albert_tf.models.backbone import AlbertBackbone
-    from albert_tf.models.multiple_choice_model import AlbertMultipleChoice
     from albert_tf.models.pretraining_model import AlbertPretrainingModel
-    from albert_tf.models.text_classifier_model import AlbertTextClassifier
     from albert_tf.presets import PRESETS, get_preset
+    from albert_tf.tasks.classification.model import AlbertTextClassifier
+    from albert_tf.tasks.multiple_choice.model import AlbertMultipleChoice

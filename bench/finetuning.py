@@ -103,7 +103,7 @@ def auto_batch_size(args: argparse.Namespace, dataset: str) -> int:
 
 
 def load_items(args: argparse.Namespace, dataset: str) -> list:
-    from albert_tf.data.multiple_choice import read_multiple_choice
+    from albert_tf.tasks.multiple_choice.data import read_multiple_choice
 
     items, _ = read_multiple_choice([os.path.join(args.data_dir, DATASETS[dataset])])
     return items[: args.max_items] if args.max_items else items
@@ -114,8 +114,8 @@ def make_trainer(args: argparse.Namespace, workdir: str):
     import keras
 
     import albert_tf
+    from albert_tf.tasks.multiple_choice.trainer import MultipleChoiceTrainer
     from albert_tf.tokenizers import load_tokenizer
-    from albert_tf.training.finetuning.multiple_choice import MultipleChoiceTrainer
 
     tokenizer = load_tokenizer(os.path.join(args.workdir, "tokenizer"))
     keras.utils.set_random_seed(0)
@@ -140,7 +140,7 @@ def pad_to(features: dict[str, Any], length: int) -> dict[str, Any]:
 
 def epoch_batches(args: argparse.Namespace, encoded: list) -> list:
     """One shuffled, length-bucketed epoch of full batches, exactly as ``fit`` draws them."""
-    from albert_tf.data.multiple_choice import multiple_choice_batches
+    from albert_tf.tasks.multiple_choice.data import multiple_choice_batches
 
     batches = multiple_choice_batches(encoded, args.batch_size, shuffle=True, seed=0)
     return [b for b in batches if len(b[1]) == args.batch_size]
@@ -161,7 +161,7 @@ def measure_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 
     import numpy as np
 
-    from albert_tf.data.multiple_choice import encode_multiple_choice
+    from albert_tf.tasks.multiple_choice.data import encode_multiple_choice
     from albert_tf.tokenizers import load_tokenizer
 
     tokenizer = load_tokenizer(os.path.join(args.workdir, "tokenizer"))

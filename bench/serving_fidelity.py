@@ -47,7 +47,7 @@ SHARED_SETS = {
 
 
 def _items(path: str, limit: int) -> list:
-    from albert_tf.data.multiple_choice import read_multiple_choice
+    from albert_tf.tasks.multiple_choice.data import read_multiple_choice
 
     items, _ = read_multiple_choice(path)
     return items[:limit] if limit else items

@@ -16,6 +16,9 @@ ORDER = [
     "storage",
     "hardware",
     "config",
+    # albert_tf/tasks/: the registry and the specs (names only) sit here; each task's
+    # parts sit at their own layer (`TASK_PARTS`), its task.py at "tasks" below.
+    "task_registry",
     "kernels",
     "activations",
     "layers",
@@ -30,12 +33,34 @@ ORDER = [
     "baselines",
     "analysis",
     "serving",
+    "tasks",
     "cli",
 ]
+#: albert_tf/tasks/<task>/<part>.py → the area the part belongs to (albert_tf.tasks.spec.PARTS).
+TASK_PARTS = {
+    "head": "heads",
+    "model": "models",
+    "data": "data",
+    "trainer": "training",
+    "serving": "serving",
+    "task": "tasks",
+}
+
+
+def _task_area(parts: list[str]) -> str:
+    """The area of ``albert_tf.tasks...`` given the names after ``albert_tf.tasks``."""
+    if not parts:
+        return "task_registry"  # the registry, albert_tf/tasks/__init__.py
+    if parts == ["task"]:
+        return "tasks"  # the base class of the tasks' task.py
+    if len(parts) >= 2 and parts[1] in TASK_PARTS:
+        return TASK_PARTS[parts[1]]
+    return "task_registry"  # spec.py and each task's __init__ (its spec)
 
 
 def _area(module: str) -> str:
-    return module.split(".")[1]
+    parts = module.split(".")
+    return _task_area(parts[2:]) if parts[1] == "tasks" else parts[1]
 
 
 def _imports(path: Path) -> set[str]:
@@ -45,6 +70,9 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.ImportFrom) and node.module:
             if node.module == "albert_tf":
                 found |= {alias.name for alias in node.names}
+            elif node.module == "albert_tf.tasks":
+                # ``from albert_tf.tasks import multiple_choice`` names a spec package
+                found.add("task_registry")
             elif node.module.startswith("albert_tf."):
                 found.add(_area(node.module))
         elif isinstance(node, ast.Import):
@@ -58,7 +86,7 @@ def test_every_area_is_placed_in_the_order():
     }
     # albert_tf/<command>.py: `python -m albert_tf.<command>`, part of the cli area.
     assert set(COMMANDS) <= areas
-    assert areas - {"__init__"} - set(COMMANDS) == set(ORDER)
+    assert areas - {"__init__"} - set(COMMANDS) == set(ORDER) - {"task_registry"}
 
 
 def test_imports_only_point_down():
@@ -66,8 +94,11 @@ def test_imports_only_point_down():
     for path in sorted(PACKAGE.rglob("*.py")):
         if path == PACKAGE / "__init__.py":
             continue  # the public names, gathered from everywhere
-        area = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        area = parts[0]
         area = "cli" if area in COMMANDS else area
+        if area == "tasks":
+            area = _task_area([p for p in parts[1:] if p != "__init__"])
         rank = ORDER.index(area)
         for imported in _imports(path) - {area}:
             if ORDER.index(imported) > rank:

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from albert_tf.data.multiple_choice import MultipleChoiceExample
+from albert_tf.tasks.multiple_choice.data import MultipleChoiceExample
 from albert_tf.training.evaluation import binomial_stderr
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -36,7 +36,7 @@ def overlap_accuracy(
 ) -> dict[str, float]:
     """Accuracy (with its binomial standard error) of the shared-units baseline.
 
-    >>> from albert_tf.data.multiple_choice import MultipleChoiceExample as Item
+    >>> from albert_tf.tasks.multiple_choice.data import MultipleChoiceExample as Item
     >>> items = [Item("1", "The cat sat.", "", ["A dog ran.", "The cat slept."], 1)]
     >>> overlap_accuracy(items, "count")["accuracy"]
     1.0

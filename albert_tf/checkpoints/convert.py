@@ -13,6 +13,7 @@ import numpy as np
 from albert_tf import storage
 from albert_tf.checkpoints.name_table import to_ours, weight_table
 from albert_tf.checkpoints.saved_format import (
+    PRETRAINING_HEADS,
     SETTINGS_FILE,
     CheckpointError,
     assign_weights,
@@ -21,6 +22,7 @@ from albert_tf.checkpoints.saved_format import (
 from albert_tf.checkpoints.torch_free_readers import read_pytorch_bin, read_safetensors
 from albert_tf.config import AlbertConfig
 from albert_tf.storage import write_json_atomic
+from albert_tf.tasks import TaskSpec, task_of_heads
 
 # Optimizer slots and bookkeeping that official checkpoints carry.
 _TF1_SKIPPED_SUFFIXES = ("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")
@@ -43,19 +45,21 @@ class Converted:
     @property
     def fresh(self) -> list[str]:
         """Components the source lacks, which keep their initialisation."""
-        heads = {"multiple_choice": ["multiple_choice_head"], "classification": ["classifier_head"]}
-        wanted = ["pooler"] + heads.get(self.task, ["mlm_head", "sop_head"])
+        spec = self.spec
+        heads = [spec.head] if spec else [p.rstrip("/") for p in PRETRAINING_HEADS]
+        wanted = ["pooler", *heads]
         has_pooler = any(n.startswith(POOLER) for n in self.arrays)
         present = set(self.heads) | ({"pooler"} if has_pooler else set())
         return [c for c in wanted if c not in present]
 
     @property
+    def spec(self) -> TaskSpec | None:
+        """The fine-tuning task whose head the source holds (None: pretraining)."""
+        return task_of_heads(self.heads)
+
+    @property
     def task(self) -> str:
-        if "multiple_choice_head" in self.heads:
-            return "multiple_choice"
-        if "classifier_head" in self.heads:
-            return "classification"
-        return "pretraining"
+        return self.spec.name if self.spec else "pretraining"
 
 
 def _collect(
@@ -267,31 +271,18 @@ def build_model(converted: Converted, dtype=None):
     `AlbertPretrainingModel`, whose MLM/SOP heads keep their fresh
     initialisation when the source lacks them (reported by the caller).
     """
-    from albert_tf.models.multiple_choice_model import AlbertMultipleChoice
     from albert_tf.models.pretraining_model import AlbertPretrainingModel
-    from albert_tf.models.text_classifier_model import AlbertTextClassifier
 
-    if converted.task == "classification":
-        num_labels = int(converted.arrays["classifier_head/dense/bias"].shape[0])
-        model = AlbertTextClassifier.from_albert_config(
-            converted.config, dtype=dtype, num_labels=num_labels
-        )
-        arrays = {
-            k: v for k, v in converted.arrays.items() if not k.startswith(("mlm_head", "sop_head"))
-        }
-        assign_weights(model, arrays, allow_missing_prefixes=(POOLER,))
-        return model
-    if converted.task == "multiple_choice":
-        model = AlbertMultipleChoice.from_albert_config(converted.config, dtype=dtype)
-        arrays = {
-            k: v for k, v in converted.arrays.items() if not k.startswith(("mlm_head", "sop_head"))
-        }
+    spec = converted.spec
+    if spec is not None:
+        model_class = spec.load("model")
+        head_arguments = model_class.head_arguments(converted.arrays, spec.head_prefix)
+        model = model_class.from_albert_config(converted.config, dtype=dtype, **head_arguments)
+        arrays = {k: v for k, v in converted.arrays.items() if not k.startswith(PRETRAINING_HEADS)}
         assign_weights(model, arrays, allow_missing_prefixes=(POOLER,))
         return model
     model = AlbertPretrainingModel.from_albert_config(converted.config, dtype=dtype)
-    assign_weights(
-        model, converted.arrays, allow_missing_prefixes=(POOLER, "mlm_head/", "sop_head/")
-    )
+    assign_weights(model, converted.arrays, allow_missing_prefixes=(POOLER, *PRETRAINING_HEADS))
     return model
 
 
@@ -392,12 +383,12 @@ def convert(
         )
     converted.tokenizer = tokenizer
     save_model(model, output_dir, tokenizer=tokenizer)
-    if source == "hf" and converted.task == "classification":
+    if source == "hf" and converted.spec is not None and converted.spec.labelled:
         # The label names travel on, for the exporters and the app.
         names = hf_label_names(input_path, int(model.num_labels))
         if names:
             write_json_atomic(
                 os.path.join(output_dir, SETTINGS_FILE),
-                {"task": "classification", "label_names": names},
+                {"task": converted.spec.name, "label_names": names},
             )
     return model, converted

@@ -25,6 +25,7 @@ import numpy as np
 from albert_tf import storage
 from albert_tf.checkpoints.name_table import weight_table
 from albert_tf.checkpoints.saved_format import (
+    PRETRAINING_HEADS,
     CheckpointError,
     read_config,
     read_finetune_settings,
@@ -33,22 +34,14 @@ from albert_tf.checkpoints.saved_format import (
 from albert_tf.checkpoints.torch_free_readers import write_safetensors
 from albert_tf.config import AlbertConfig
 from albert_tf.storage import write_json_atomic
+from albert_tf.tasks import TaskSpec, task_of_heads
 
-#: Our task (by the heads a model directory holds) → Hugging Face's class.
-ARCHITECTURES = {
-    "pretraining": "AlbertForPreTraining",
-    "multiple_choice": "AlbertForMultipleChoice",
-    "classification": "AlbertForSequenceClassification",
-}
+#: Hugging Face's class of a pretraining model (a task's is in its `TaskSpec`).
+PRETRAINING_ARCHITECTURE = "AlbertForPreTraining"
 #: The LayerNorm epsilon keras-hub's AlbertBackbone hard-codes.
 KERAS_HUB_LAYER_NORM_EPS = 1e-12
 #: Activations Hugging Face's ``ACT2FN`` has under these names.
 HF_ACTIVATIONS = frozenset({"gelu_new", "gelu", "relu", "tanh", "silu", "linear"})
-_HEAD_OF_TASK = {
-    "pretraining": ("mlm_head/", "sop_head/"),
-    "multiple_choice": ("multiple_choice_head/",),
-    "classification": ("classifier_head/",),
-}
 
 
 def to_hf(array: np.ndarray, layout: str, config: AlbertConfig) -> np.ndarray:
@@ -66,12 +59,17 @@ def to_hf(array: np.ndarray, layout: str, config: AlbertConfig) -> np.ndarray:
     raise ValueError(f"Unknown layout {layout!r}")
 
 
-def task_of(heads: list[str]) -> str:
-    if "multiple_choice_head" in heads:
-        return "multiple_choice"
-    if "classifier_head" in heads:
-        return "classification"
-    return "pretraining"
+def task_of(heads: list[str]) -> TaskSpec | None:
+    """The task whose head a model directory holds (None: a pretraining model)."""
+    return task_of_heads(heads)
+
+
+def architecture(task: TaskSpec | None) -> str:
+    return PRETRAINING_ARCHITECTURE if task is None else task.hf_architecture
+
+
+def _heads(task: TaskSpec | None) -> tuple[str, ...]:
+    return PRETRAINING_HEADS if task is None else (task.head_prefix,)
 
 
 def check_expressible(config: AlbertConfig) -> None:
@@ -99,10 +97,12 @@ def check_expressible(config: AlbertConfig) -> None:
         )
 
 
-def hf_state_dict(config: AlbertConfig, arrays: dict[str, np.ndarray], task: str) -> dict:
-    """Hugging Face names → arrays for the task class of ``task``."""
+def hf_state_dict(
+    config: AlbertConfig, arrays: dict[str, np.ndarray], task: TaskSpec | None
+) -> dict:
+    """Hugging Face names → arrays for the class of ``task`` (None: pretraining)."""
     check_expressible(config)
-    heads = _HEAD_OF_TASK[task]
+    heads = _heads(task)
     out: dict[str, np.ndarray] = {}
     for row in weight_table(config):
         if row.ours.startswith("backbone/"):
@@ -124,7 +124,7 @@ def hf_state_dict(config: AlbertConfig, arrays: dict[str, np.ndarray], task: str
 
 def hf_config(
     config: AlbertConfig,
-    task: str,
+    task: TaskSpec | None,
     tokenizer=None,
     label_names: list[str] | None = None,
     num_labels: int = 0,
@@ -138,7 +138,7 @@ def hf_config(
     data = config.to_hf_dict()
     data.pop("share")
     data.update(
-        architectures=[ARCHITECTURES[task]],
+        architectures=[architecture(task)],
         model_type="albert",
         position_embedding_type="absolute",
         torch_dtype="float32",
@@ -150,7 +150,7 @@ def hf_config(
             bos_token_id=tokenizer.cls_id,
             eos_token_id=tokenizer.sep_id,
         )
-    if task == "classification":
+    if task is not None and task.labelled:
         names = list(label_names or [])
         if len(names) != num_labels:
             names = [f"LABEL_{i}" for i in range(num_labels)]
@@ -224,7 +224,7 @@ def export_hf(model_dir: str, output_dir: str) -> dict:
     tokenizer = load_tokenizer(tokenizer_dir) if storage.isdir(tokenizer_dir) else None
     label_names = read_finetune_settings(model_dir).get("label_names")
     num_labels = (
-        int(arrays["classifier_head/dense/bias"].shape[0]) if task == "classification" else 0
+        int(arrays[f"{task.head_prefix}dense/bias"].shape[0]) if task and task.labelled else 0
     )
     # Everything that can be refused is checked before anything is written.
     state = hf_state_dict(config, arrays, task)
@@ -240,7 +240,7 @@ def export_hf(model_dir: str, output_dir: str) -> dict:
     files = ["config.json", "model.safetensors"]
     if tokenizer is not None:
         files += write_hf_tokenizer(tokenizer, output_dir, config.max_position_embeddings)
-    return {"architecture": ARCHITECTURES[task], "tensors": len(state), "files": files}
+    return {"architecture": architecture(task), "tensors": len(state), "files": files}
 
 
 def export_keras_hub(model_dir: str, output_dir: str) -> dict:
@@ -301,8 +301,8 @@ def export_keras_hub(model_dir: str, output_dir: str) -> dict:
 def _save_keras_hub(arrays, task, settings, config, backbone, hub_tokenizer, output_dir) -> dict:
     import keras_hub
 
-    if task == "classification":
-        kernel = arrays["classifier_head/dense/kernel"]
+    if task is not None and task.keras_hub_class == "AlbertTextClassifier":
+        kernel = arrays[f"{task.head_prefix}dense/kernel"]
         preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(
             hub_tokenizer,
             sequence_length=settings.get("max_seq_length", config.max_position_embeddings),
@@ -313,7 +313,7 @@ def _save_keras_hub(arrays, task, settings, config, backbone, hub_tokenizer, out
             preprocessor=preprocessor,
             dropout=config.classifier_dropout_prob,
         )
-        classifier.output_dense.set_weights([kernel, arrays["classifier_head/dense/bias"]])
+        classifier.output_dense.set_weights([kernel, arrays[f"{task.head_prefix}dense/bias"]])
         classifier.save_to_preset(output_dir)
         return {"class": "AlbertTextClassifier", "num_classes": int(kernel.shape[1])}
     backbone.save_to_preset(output_dir)

@@ -28,6 +28,7 @@ import numpy as np
 from albert_tf import storage
 from albert_tf.config import AlbertConfig
 from albert_tf.storage import write_json_atomic
+from albert_tf.tasks import HEAD_PREFIXES, TaskSpec, get_task
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "weights.h5"
@@ -37,10 +38,14 @@ META_FILE = "albert_tf.json"
 SETTINGS_FILE = "finetune.json"
 FORMAT_VERSION = 1
 
-# Head components each task model may carry, by attribute name.
-HEADS = ("mlm_head", "sop_head", "multiple_choice_head", "classifier_head")
-# Heads of fine-tuned models, which a pretraining model leaves out when loading.
-TASK_HEADS = ("multiple_choice_head/", "classifier_head/")
+MULTIPLE_CHOICE = get_task("multiple_choice")
+CLASSIFICATION = get_task("classification")
+#: The pretraining heads (a task model loads none of them).
+PRETRAINING_HEADS = ("mlm_head/", "sop_head/")
+#: Every fine-tuning head (a pretraining model or an encoder loads none of them).
+TASK_HEADS = HEAD_PREFIXES
+# Head components each model may carry, by attribute name.
+HEADS = tuple(prefix.rstrip("/") for prefix in (*PRETRAINING_HEADS, *TASK_HEADS))
 
 
 class CheckpointError(ValueError):
@@ -217,23 +222,28 @@ def load(directory: str | os.PathLike[str], *, dtype=None):
     return model
 
 
-def load_multiple_choice(directory: str | os.PathLike[str], *, dtype=None):
-    """Loads a multiple-choice model; a fresh head if the directory has none.
+def load_task_model(directory: str | os.PathLike[str], task: str | TaskSpec, *, dtype=None):
+    """Loads ``task``'s model (`albert_tf.tasks`); a fresh head if the directory has none.
 
     Starting fine-tuning from a pretraining checkpoint is the common case: the
-    backbone is loaded and the scorer is initialised as the config says.
+    backbone is loaded and the head is initialised as the config says. A head
+    the directory holds fixes what it must (`AlbertTask.head_arguments`).
     """
-    from albert_tf.models.multiple_choice_model import AlbertMultipleChoice
-
+    spec = get_task(task) if isinstance(task, str) else task
+    model_class = spec.load("model")
     config = read_config(directory)
-    model = AlbertMultipleChoice.from_albert_config(config, dtype=dtype)
-    arrays = {
-        k: v
-        for k, v in read_weights(directory).items()
-        if not k.startswith(("mlm_head/", "sop_head/", "classifier_head/"))
-    }
-    assign_weights(model, arrays, allow_missing_prefixes=("multiple_choice_head/",))
+    weights = read_weights(directory)
+    has_head = any(name.startswith(spec.head_prefix) for name in weights)
+    arguments = model_class.head_arguments(weights, spec.head_prefix) if has_head else {}
+    model = model_class.from_albert_config(config, dtype=dtype, **arguments)
+    arrays = _task_arrays(weights, spec.head_prefix)
+    assign_weights(model, arrays, allow_missing_prefixes=(spec.head_prefix,))
     return model
+
+
+def load_multiple_choice(directory: str | os.PathLike[str], *, dtype=None):
+    """Loads a multiple-choice model; a fresh head if the directory has none."""
+    return load_task_model(directory, MULTIPLE_CHOICE, dtype=dtype)
 
 
 def load_text_classifier(
@@ -245,7 +255,7 @@ def load_text_classifier(
     is read from the head's weights); starting from a pretraining checkpoint
     it is required. A directory whose head has another size is an error.
     """
-    from albert_tf.models.text_classifier_model import AlbertTextClassifier
+    from albert_tf.tasks.classification.model import AlbertTextClassifier
 
     config = read_config(directory)
     weights = read_weights(directory)
@@ -260,10 +270,13 @@ def load_text_classifier(
     if num_labels is None:
         raise ValueError(f"{directory} has no classifier head: give num_labels (1 for regression).")
     model = AlbertTextClassifier.from_albert_config(config, dtype=dtype, num_labels=num_labels)
-    arrays = {
-        k: v
-        for k, v in weights.items()
-        if not k.startswith(("mlm_head/", "sop_head/", "multiple_choice_head/"))
-    }
-    assign_weights(model, arrays, allow_missing_prefixes=("classifier_head/",))
+    arrays = _task_arrays(weights, CLASSIFICATION.head_prefix)
+    assign_weights(model, arrays, allow_missing_prefixes=(CLASSIFICATION.head_prefix,))
     return model
+
+
+def _task_arrays(weights: dict, head_prefix: str) -> dict:
+    """The arrays a task model with the head ``head_prefix`` loads: the backbone,
+    the pooler and its own head, not another task's or pretraining's heads."""
+    others = tuple(p for p in (*PRETRAINING_HEADS, *TASK_HEADS) if p != head_prefix)
+    return {k: v for k, v in weights.items() if not k.startswith(others)}

@@ -271,9 +271,9 @@ def evaluate(model_dir: str, data_dir: str, shared_sets: list[str]) -> dict:
     import albert_tf
     from albert_tf.baselines.overlap import overlap_accuracy
     from albert_tf.checkpoints.saved_format import read_finetune_settings
-    from albert_tf.data.multiple_choice import read_multiple_choice
+    from albert_tf.tasks.multiple_choice.data import read_multiple_choice
+    from albert_tf.tasks.multiple_choice.trainer import MultipleChoiceTrainer
     from albert_tf.tokenizers import load_tokenizer
-    from albert_tf.training.finetuning.multiple_choice import MultipleChoiceTrainer
 
     settings = read_finetune_settings(model_dir)
     scorer = MultipleChoiceTrainer(

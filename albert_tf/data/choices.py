@@ -5,5 +5,5 @@
 DATA_SERVICE_MODES = ("parallel_epochs", "distributed_epoch")
 
 #: Which end of an over-long multiple-choice context is kept
-#: (`albert_tf.data.multiple_choice`).
+#: (`albert_tf.tasks.multiple_choice.data`).
 CONTEXT_KEEP = ("start", "end")

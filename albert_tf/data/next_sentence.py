@@ -13,7 +13,7 @@ import random
 import zlib
 from collections.abc import Sequence
 
-from albert_tf.data.multiple_choice import MultipleChoiceExample
+from albert_tf.tasks.multiple_choice.data import MultipleChoiceExample
 
 #: `document_split` buckets: of 100, these go to test and to fine-tuning; the
 #: rest are pretraining text.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Self
 
 import keras
@@ -30,6 +31,12 @@ class AlbertTask(keras.Model):
     def from_albert_config(cls, config: AlbertConfig, dtype: Any = None, **kwargs) -> Self:
         """A task model with a freshly initialised backbone of this shape."""
         return cls(AlbertBackbone(config, dtype=dtype), **kwargs)
+
+    @classmethod
+    def head_arguments(cls, arrays: Mapping[str, Any], head_prefix: str) -> dict[str, Any]:
+        """Constructor arguments that a saved head's arrays fix (its weight names start
+        with ``head_prefix``), such as a classifier's number of labels; none by default."""
+        return {}
 
     @property
     def config(self) -> AlbertConfig:

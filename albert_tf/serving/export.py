@@ -16,6 +16,7 @@ numeric version)::
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import warnings
@@ -23,25 +24,20 @@ import warnings
 import tensorflow as tf
 
 from albert_tf import storage
-from albert_tf.checkpoints.saved_format import read_finetune_settings
+from albert_tf.checkpoints.saved_format import load_task_model, read_finetune_settings
 from albert_tf.hardware import cpu_flags
 from albert_tf.layers.implementations import set_implementation
-from albert_tf.serving import length_buckets
-from albert_tf.serving.multiple_choice_module import LIMITS, MultipleChoiceServingModule
 from albert_tf.serving.precision import (
     RELEVANT_CPU_FLAGS,
     load_for_serving,
     precision_warning,
 )
-from albert_tf.serving.text_classifier_module import LIMITS as CLASSIFIER_LIMITS
-from albert_tf.serving.text_classifier_module import TextClassifierServingModule
 from albert_tf.storage import write_json_atomic
+from albert_tf.tasks import get_task
 
 METADATA_FILE = "albert_tf.json"
 MODEL_CARD_FILE = "model_card.json"
-LABELS_FILE = "labels.json"
 DEFAULT_MAX_SEQ_LENGTH = 512
-DEFAULT_MAX_QA_LENGTH = 128
 
 
 def tokenizer_path(checkpoint_dir: str, tokenizer_dir: str | os.PathLike[str] | None = None) -> str:
@@ -149,13 +145,11 @@ def export_saved_model(
         >>> export_saved_model("runs/mc/best", "exported/albert_mc")  # doctest: +SKIP
         'exported/albert_mc/1'
     """
-    from albert_tf.checkpoints.saved_format import load_multiple_choice, load_text_classifier
-
     checkpoint_dir, export_dir = os.fspath(checkpoint_dir), os.fspath(export_dir)
     tokenizer_dir = tokenizer_path(checkpoint_dir, tokenizer_dir)
     settings = read_finetune_settings(checkpoint_dir)
-    task = settings.get("task", "multiple_choice")
-    loader = load_text_classifier if task == "classification" else load_multiple_choice
+    task = get_task(settings.get("task"))
+    loader = functools.partial(load_task_model, task=task)
     served = load_for_serving(loader, checkpoint_dir, serving_precision)
     model, blocks = served.model, served.blocks
     # Stock ops in the form oneDNN fuses: TF Serving has no albert_tf kernels.
@@ -165,31 +159,9 @@ def export_saved_model(
         warnings.warn(f"--serving_precision={serving_precision}: {warning}", stacklevel=2)
     tokenizer = load_matching_tokenizer(tokenizer_dir, model)
     max_seq_length = max_seq_length or default_max_seq_length(settings, model)
-    if task == "classification":
-        label_names = list(settings.get("label_names", []))
-        module = TextClassifierServingModule(model, tokenizer, max_seq_length, label_names)
-        task_metadata = {
-            "label_names": label_names,
-            "limits": CLASSIFIER_LIMITS,
-            "length_buckets": length_buckets.RULE,
-        }
-    else:
-        max_qa_length = max_qa_length or settings.get(
-            "max_qa_length", min(DEFAULT_MAX_QA_LENGTH, max_seq_length - 3)
-        )
-        # Packing as in fine-tuning: the model learned from contexts cut this way.
-        context_keep = settings.get("context_keep", "start")
-        module = MultipleChoiceServingModule(
-            model, tokenizer, max_seq_length, max_qa_length, context_keep
-        )
-        task_metadata = {
-            "max_qa_length": max_qa_length,
-            "context_keep": context_keep,
-            # What the signatures refuse (InvalidArgumentError), for clients to check first.
-            "limits": LIMITS,
-            # How large requests are run (the same logits, less padding).
-            "length_buckets": length_buckets.RULE,
-        }
+    module, task_metadata, extra_files = task.load("serving").for_export(
+        model, tokenizer, settings, max_seq_length, max_qa_length
+    )
 
     version = next_version(export_dir) if version is None else int(version)
     final = os.path.join(export_dir, str(version))
@@ -211,7 +183,7 @@ def export_saved_model(
     extra = os.path.join(tmp, "assets.extra")
     tokenizer.save(os.path.join(extra, "tokenizer"))
     metadata = {
-        "task": task,
+        "task": task.name,
         "tokenizer": tokenizer.kind,
         "language": settings.get("language", "zh" if tokenizer.kind == "wordpiece" else "en"),
         "max_seq_length": max_seq_length,
@@ -231,8 +203,8 @@ def export_saved_model(
         "tensorflow": tf.__version__,
     }
     write_json_atomic(os.path.join(extra, METADATA_FILE), metadata)
-    if task == "classification":
-        write_json_atomic(os.path.join(extra, LABELS_FILE), task_metadata["label_names"])
+    for name, value in extra_files.items():
+        write_json_atomic(os.path.join(extra, name), value)
     if model_card is not None:
         write_json_atomic(os.path.join(extra, MODEL_CARD_FILE), model_card)
     # The version appears whole: TF Serving polls the base path and loads a version

@@ -53,8 +53,8 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     import tensorflow as tf
 
     import albert_tf
-    from albert_tf.data.multiple_choice import pack_multiple_choice
     from albert_tf.serving import export_saved_model
+    from albert_tf.tasks.multiple_choice.data import pack_multiple_choice
     from albert_tf.tokenizers import load_tokenizer
 
     workdir = args.workdir

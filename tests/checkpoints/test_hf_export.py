@@ -201,7 +201,7 @@ def test_a_relu_model_in_keras_hub_gets_gelu(vocab, tmp_path):
 def test_a_classifier_leaves_as_a_keras_hub_preset_that_reads_raw_text(prepared, tmp_path):
     import keras_hub
 
-    from albert_tf.data.classification import (
+    from albert_tf.tasks.classification.data import (
         ClassificationExample,
         classification_batches,
         encode_classification,

@@ -219,10 +219,10 @@ def test_albert_chinese_small_layout_converts_with_its_bert_vocab(tmp_path):
 
     import tensorflow as tf
 
-    from albert_tf.data.multiple_choice import MultipleChoiceExample
     from albert_tf.serving import export_saved_model
+    from albert_tf.tasks.multiple_choice.data import MultipleChoiceExample
+    from albert_tf.tasks.multiple_choice.trainer import MultipleChoiceTrainer
     from albert_tf.tokenizers import load_tokenizer
-    from albert_tf.training.finetuning.multiple_choice import MultipleChoiceTrainer
 
     text_chars = "算法组的成员们精通各种研究和落地他们主要负责大熊猫你吃饭了吗我没上吉士果"
     chars = list(dict.fromkeys(text_chars))  # a vocab line per distinct character

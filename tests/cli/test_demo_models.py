@@ -14,8 +14,8 @@ import pytest
 from helpers.paths import REPO
 
 from albert_tf.data import read_documents, sample_path
-from albert_tf.data.multiple_choice import read_multiple_choice
 from albert_tf.data.next_sentence import document_split
+from albert_tf.tasks.multiple_choice.data import read_multiple_choice
 
 
 def _demo_models(*args: str) -> subprocess.CompletedProcess:

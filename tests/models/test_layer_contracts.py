@@ -13,7 +13,6 @@ from helpers.testing_utils import random_batch, run_layer_test, tiny_config
 from albert_tf.activations import gelu_new
 from albert_tf.config import SHARE_MODES
 from albert_tf.heads.masked_lm_head import MaskedLMHead
-from albert_tf.heads.multiple_choice_head import MultipleChoiceHead
 from albert_tf.heads.pooled_classifier_head import PooledClassifierHead
 from albert_tf.heads.sentence_order_head import SentenceOrderHead
 from albert_tf.layers.attention import AlbertAttention
@@ -21,9 +20,10 @@ from albert_tf.layers.encoder import AlbertEncoder
 from albert_tf.layers.factorized_embedding import FactorizedEmbedding
 from albert_tf.layers.transformer_layer import AlbertTransformerLayer
 from albert_tf.models.backbone import AlbertBackbone
-from albert_tf.models.multiple_choice_model import AlbertMultipleChoice
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
-from albert_tf.models.text_classifier_model import AlbertTextClassifier
+from albert_tf.tasks.classification.model import AlbertTextClassifier
+from albert_tf.tasks.multiple_choice.head import MultipleChoiceHead
+from albert_tf.tasks.multiple_choice.model import AlbertMultipleChoice
 
 CONFIG = tiny_config()  # V=120, E=16, H=48, 4 layers, 4 heads, FFN 96
 V, E, H = CONFIG.vocab_size, CONFIG.embedding_size, CONFIG.hidden_size

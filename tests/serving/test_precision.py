@@ -16,12 +16,12 @@ from helpers.numerics import albert_budget, assert_normwise_close, int8_skip_rea
 from helpers.testing_utils import tiny_config
 
 import albert_tf
-from albert_tf.data.multiple_choice import pack_multiple_choice
 from albert_tf.hardware import onednn_runs
 from albert_tf.layers.bfloat16_linear import Bfloat16Linear
 from albert_tf.layers.int8_linear import INT8_MATMUL_OP, Int8Linear
 from albert_tf.serving import export_saved_model
 from albert_tf.serving.precision import precision_warning, to_serving_precision
+from albert_tf.tasks.multiple_choice.data import pack_multiple_choice
 from albert_tf.tokenizers import load_tokenizer
 
 INT8_RUNS = onednn_runs("int8")

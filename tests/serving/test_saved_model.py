@@ -17,10 +17,10 @@ from helpers.numerics import albert_budget, assert_normwise_close
 from helpers.testing_utils import tiny_config
 
 import albert_tf
-from albert_tf.data.multiple_choice import pack_multiple_choice
 from albert_tf.serving import export_saved_model, length_buckets, next_version
-from albert_tf.serving.multiple_choice_module import MultipleChoiceServingModule
-from albert_tf.serving.text_classifier_module import TextClassifierServingModule
+from albert_tf.tasks.classification.serving import TextClassifierServingModule
+from albert_tf.tasks.multiple_choice.data import pack_multiple_choice
+from albert_tf.tasks.multiple_choice.serving import MultipleChoiceServingModule
 from albert_tf.tokenizers import load_tokenizer
 
 LONG = "The quick brown fox jumps over the lazy dog. " * 223  # ~10,000 characters

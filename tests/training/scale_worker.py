@@ -40,10 +40,10 @@ import keras  # noqa: E402
 from helpers.training_utils import tiny_albert  # noqa: E402
 
 from albert_tf.data import read_documents, sample_path  # noqa: E402
-from albert_tf.data.classification import ClassificationExample  # noqa: E402
-from albert_tf.models.text_classifier_model import AlbertTextClassifier  # noqa: E402
+from albert_tf.tasks.classification.data import ClassificationExample  # noqa: E402
+from albert_tf.tasks.classification.model import AlbertTextClassifier  # noqa: E402
+from albert_tf.tasks.classification.trainer import ClassificationTrainer  # noqa: E402
 from albert_tf.tokenizers import load_tokenizer  # noqa: E402
-from albert_tf.training.finetuning.classification import ClassificationTrainer  # noqa: E402
 from albert_tf.training.precision import dtype_policy  # noqa: E402
 from albert_tf.training.pretraining.trainer import PretrainingTrainer  # noqa: E402
 

@@ -116,9 +116,9 @@ def test_fine_tuning_on_a_faked_gpu_gives_the_model_stock_ops(
 ):
     # The CPU kernels are no choice on a GPU machine; exports aside, the model
     # holds what its trainer chose.
-    from albert_tf.models.text_classifier_model import AlbertTextClassifier
+    from albert_tf.tasks.classification.model import AlbertTextClassifier
+    from albert_tf.tasks.classification.trainer import ClassificationTrainer
     from albert_tf.tokenizers import load_tokenizer
-    from albert_tf.training.finetuning.classification import ClassificationTrainer
 
     model = AlbertTextClassifier.from_albert_config(tiny_albert(vocab), num_labels=2)
     ampere = Devices(gpus=(A100,), cpu_flags=AVX2)

@@ -12,7 +12,7 @@ TF ops). Signatures:
   empty strings) so that every encoder shape is static for XNNPACK;
 * ``tokenize(context, question, options)`` → ``token_ids``, ``segment_ids``,
   ``padding_mask`` int32 [1, K, max_seq_length], packed exactly as
-  `albert_tf.data.multiple_choice.pack_multiple_choice` packs them (padded to
+  `albert_tf.tasks.multiple_choice.data.pack_multiple_choice` packs them (padded to
   ``max_seq_length`` rather than to the longest option).
 
 How the SavedModel's text steps are expressed with LiteRT-capable ops:

@@ -9,13 +9,14 @@ import tensorflow as tf
 
 from albert_tf.layers.implementations import set_implementation
 from albert_tf.serving.export import (
-    DEFAULT_MAX_QA_LENGTH,
     default_max_seq_length,
     load_matching_tokenizer,
     read_finetune_settings,
     tokenizer_path,
 )
 from albert_tf.serving.litert.module import LiteRTModule
+from albert_tf.tasks import get_task
+from albert_tf.tasks.multiple_choice.serving import DEFAULT_MAX_QA_LENGTH
 
 PRECISIONS = ("float32", "int8")
 
@@ -77,8 +78,9 @@ def export_litert(
     checkpoint_dir, output_path = os.fspath(checkpoint_dir), os.fspath(output_path)
     tokenizer_dir = tokenizer_path(checkpoint_dir, tokenizer_dir)
     settings = read_finetune_settings(checkpoint_dir)
-    if settings.get("task", "multiple_choice") != "multiple_choice":
-        raise ValueError(f"the LiteRT export is for multiple choice, not {settings['task']!r}")
+    task = get_task(settings.get("task"))
+    if not task.litert:
+        raise ValueError(f"the LiteRT export is for multiple choice, not {task.name!r}")
     model = load_multiple_choice(checkpoint_dir)
     tokenizer = load_matching_tokenizer(tokenizer_dir, model)
     max_seq_length = max_seq_length or default_max_seq_length(settings, model)

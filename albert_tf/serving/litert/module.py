@@ -21,7 +21,7 @@ class LiteRTModule(tf.Module):
         model: an `AlbertMultipleChoice`.
         tokenizer: its SentencePiece or WordPiece `Tokenizer`.
         max_seq_length, max_qa_length, context_keep: as for
-            `albert_tf.data.multiple_choice.pack_multiple_choice`.
+            `albert_tf.tasks.multiple_choice.data.pack_multiple_choice`.
         max_options: K, the fixed width of ``options``.
 
     Example:

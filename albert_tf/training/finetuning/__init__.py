@@ -12,8 +12,8 @@ from typing import Any
 _EXPORTS = {
     "FEATURES": "albert_tf.training.finetuning.trainer",
     "FineTuningTrainer": "albert_tf.training.finetuning.trainer",
-    "ClassificationTrainer": "albert_tf.training.finetuning.classification",
-    "MultipleChoiceTrainer": "albert_tf.training.finetuning.multiple_choice",
+    "ClassificationTrainer": "albert_tf.tasks.classification.trainer",
+    "MultipleChoiceTrainer": "albert_tf.tasks.multiple_choice.trainer",
 }
 
 __all__ = ["FEATURES", "ClassificationTrainer", "FineTuningTrainer", "MultipleChoiceTrainer"]

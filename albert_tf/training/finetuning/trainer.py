@@ -1,8 +1,8 @@
 """Fine-tuning on the shared step machinery: dev metric, best checkpoint, early stopping.
 
 `FineTuningTrainer` is the loop every task shares; a task subclass supplies
-its packing, batches, loss and metrics (`albert_tf.training.finetuning.multiple_choice`,
-`albert_tf.training.finetuning.classification`). The loop follows
+its packing, batches, loss and metrics (`albert_tf.tasks.multiple_choice.trainer`,
+`albert_tf.tasks.classification.trainer`). The loop follows
 google-research/albert's ``run_race`` and ``run_classifier``: AdamW (or LAMB)
 with linear warm-up and linear decay, gradients clipped to global norm 1.
 

@@ -18,8 +18,8 @@ from helpers.numerics import albert_budget
 from helpers.paths import REPO
 
 import albert_tf
-from albert_tf.data.multiple_choice import pack_multiple_choice
 from albert_tf.serving.litert import LiteRTMultipleChoice, custom_op_names, export_litert
+from albert_tf.tasks.multiple_choice.data import pack_multiple_choice
 from albert_tf.tokenizers import load_tokenizer
 
 DATA = REPO.parent / "shared" / "data" / "multiple_choice"

@@ -13,9 +13,9 @@ from helpers.numerics import albert_budget, assert_normwise_close
 from helpers.testing_utils import tiny_config
 
 import albert_tf
-from albert_tf.data.multiple_choice import MultipleChoiceExample
+from albert_tf.tasks.multiple_choice.data import MultipleChoiceExample
+from albert_tf.tasks.multiple_choice.trainer import MultipleChoiceTrainer
 from albert_tf.tokenizers import load_tokenizer
-from albert_tf.training.finetuning.multiple_choice import MultipleChoiceTrainer
 
 WORDS = ["river", "house", "bread", "music", "winter", "garden", "letter", "money", "people"]
 

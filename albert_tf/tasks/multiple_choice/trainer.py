@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.multiple_choice import (
+from albert_tf.tasks.multiple_choice import SPEC
+from albert_tf.tasks.multiple_choice.data import (
     MultipleChoiceExample,
     encode_multiple_choice,
     multiple_choice_batches,
@@ -103,7 +104,7 @@ class MultipleChoiceTrainer(FineTuningTrainer):
 
     def task_settings(self) -> dict:
         return {
-            "task": "multiple_choice",
+            "task": SPEC.name,
             "max_qa_length": self.max_qa_length,
             "context_keep": self.context_keep,
         }

@@ -6,9 +6,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from albert_tf.heads.multiple_choice_head import MultipleChoiceHead
 from albert_tf.models.backbone import BACKBONE_INPUTS, AlbertBackbone
 from albert_tf.models.task import AlbertTask
+from albert_tf.tasks.multiple_choice.head import MultipleChoiceHead
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data.multiple_choice import (
+from albert_tf.data.next_sentence import next_sentence_items
+from albert_tf.tasks.multiple_choice.data import (
     build_qa,
     encode_multiple_choice,
     fill_qa,
@@ -19,7 +20,6 @@ from albert_tf.data.multiple_choice import (
     read_multiple_choice,
     split_examples,
 )
-from albert_tf.data.next_sentence import next_sentence_items
 from albert_tf.tokenizers import load_tokenizer
 
 CLASSIC_OPTIONS = [
@@ -177,7 +177,7 @@ def test_packing_rejects_impossible_lengths(tok_en):
 
 
 def test_batches_mix_option_counts_and_pad_to_longest(tok_en):
-    from albert_tf.data.multiple_choice import MultipleChoiceExample
+    from albert_tf.tasks.multiple_choice.data import MultipleChoiceExample
 
     items = [
         MultipleChoiceExample("1", "Short.", "", ["a", "b"], 1),

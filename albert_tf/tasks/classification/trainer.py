@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.classification import (
+from albert_tf.tasks.classification import SPEC
+from albert_tf.tasks.classification.data import (
     ClassificationExample,
     classification_batches,
     encode_classification,
@@ -127,7 +128,7 @@ class ClassificationTrainer(FineTuningTrainer):
 
     def task_settings(self) -> dict:
         return {
-            "task": "classification",
+            "task": SPEC.name,
             "num_labels": self.model.num_labels,
             "label_names": self.label_names,
             "metric": self.metric,

@@ -18,10 +18,10 @@ from helpers.numerics import albert_budget
 from helpers.testing_utils import tiny_config
 
 import albert_tf
-from albert_tf.data.classification import ClassificationExample, pack_classification
 from albert_tf.serving import export_saved_model
+from albert_tf.tasks.classification.data import ClassificationExample, pack_classification
+from albert_tf.tasks.classification.trainer import ClassificationTrainer
 from albert_tf.tokenizers import load_tokenizer
-from albert_tf.training.finetuning.classification import ClassificationTrainer
 
 WORDS = ["river", "house", "bread", "music", "winter", "garden", "letter", "money", "people"]
 WARM, COLD = {"bread", "music", "garden", "money"}, {"river", "winter", "letter", "people"}

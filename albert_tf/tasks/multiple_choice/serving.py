@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.data.multiple_choice import pack_multiple_choice
 from albert_tf.models.backbone import BACKBONE_INPUTS
 from albert_tf.serving import length_buckets
 from albert_tf.serving.id_checks import check_max_seq_length, checked_ids
+from albert_tf.tasks.multiple_choice.data import pack_multiple_choice
 
 _TEXT = tf.TensorSpec([None], tf.string)
 _OPTIONS = tf.TensorSpec([None, None], tf.string)
@@ -25,6 +25,8 @@ MAX_OPTION_CHARS = 20_000
 # The text read with each option: the question with every `_` replaced by the option
 # (else question, space, option). Bounds questions with many blanks, which multiply.
 MAX_QA_CHARS = MAX_QUESTION_CHARS + 1 + MAX_OPTION_CHARS
+#: Question+option pieces an export keeps when fine-tuning recorded none.
+DEFAULT_MAX_QA_LENGTH = 128
 LIMITS = {
     "max_options": MAX_OPTIONS,
     "max_context_chars": MAX_CONTEXT_CHARS,
@@ -113,7 +115,7 @@ class MultipleChoiceServingModule(tf.Module):
         max_seq_length: longest packed sequence; longer input is truncated.
         max_qa_length: question+option pieces kept (the last ones).
         context_keep: which end of a too-long context is kept (``"start"`` or
-            ``"end"``, `albert_tf.data.multiple_choice.pack_multiple_choice`).
+            ``"end"``, `albert_tf.tasks.multiple_choice.data.pack_multiple_choice`).
 
     Example:
         >>> module = MultipleChoiceServingModule(model, tok, 128, 64)  # doctest: +SKIP
@@ -138,6 +140,29 @@ class MultipleChoiceServingModule(tf.Module):
         self.max_seq_length = max_seq_length
         self.max_qa_length = max_qa_length
         self.context_keep = context_keep
+
+    @classmethod
+    def for_export(
+        cls, model, tokenizer, settings: dict, max_seq_length: int, max_qa_length: int | None = None
+    ) -> tuple[MultipleChoiceServingModule, dict, dict]:
+        """The module an export serves, with fine-tuning's packing (``settings``:
+        ``finetune.json``), what ``assets.extra/albert_tf.json`` records of it, and
+        no extra files."""
+        max_qa_length = max_qa_length or settings.get(
+            "max_qa_length", min(DEFAULT_MAX_QA_LENGTH, max_seq_length - 3)
+        )
+        # Packing as in fine-tuning: the model learned from contexts cut this way.
+        context_keep = settings.get("context_keep", "start")
+        module = cls(model, tokenizer, max_seq_length, max_qa_length, context_keep)
+        metadata = {
+            "max_qa_length": max_qa_length,
+            "context_keep": context_keep,
+            # What the signatures refuse (InvalidArgumentError), for clients to check first.
+            "limits": LIMITS,
+            # How large requests are run (the same logits, less padding).
+            "length_buckets": length_buckets.RULE,
+        }
+        return module, metadata, {}
 
     def _pack(self, context, question, options):
         # Every input waits for the checks, so nothing is tokenised before they pass.

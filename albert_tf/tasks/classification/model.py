@@ -49,6 +49,11 @@ class AlbertTextClassifier(AlbertTask):
         ids = np.zeros((1, 2), "int32")
         self({"token_ids": ids, "segment_ids": ids, "padding_mask": ids + 1})
 
+    @classmethod
+    def head_arguments(cls, arrays, head_prefix: str) -> dict:
+        """``num_labels``, from the saved head's bias."""
+        return {"num_labels": int(arrays[f"{head_prefix}dense/bias"].shape[0])}
+
     @property
     def is_regression(self) -> bool:
         return self.num_labels == 1

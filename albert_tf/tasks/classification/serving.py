@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.data.classification import pack_classification
 from albert_tf.models.backbone import BACKBONE_INPUTS
 from albert_tf.serving import length_buckets
 from albert_tf.serving.id_checks import check_max_seq_length, checked_ids
+from albert_tf.tasks.classification.data import pack_classification
 
 _TEXT = tf.TensorSpec([None], tf.string)
 _IDS = tf.TensorSpec([None, None], tf.int32)
@@ -15,6 +15,8 @@ _IDS = tf.TensorSpec([None, None], tf.int32)
 # Limits on one request row, checked before tokenisation so that a hostile request
 # fails in milliseconds; the export records them in assets.extra/albert_tf.json.
 MAX_TEXT_CHARS = 100_000
+#: A classifier's label names by class index, in ``assets.extra``.
+LABELS_FILE = "labels.json"
 LIMITS = {"max_text_chars": MAX_TEXT_CHARS, "max_text_pair_chars": MAX_TEXT_CHARS}
 
 
@@ -86,6 +88,22 @@ class TextClassifierServingModule(tf.Module):
                 f"{len(label_names)} label names for {model.num_labels} labels: {label_names}"
             )
         self.label_names = tf.constant(list(label_names) or [""], tf.string)
+
+    @classmethod
+    def for_export(
+        cls, model, tokenizer, settings: dict, max_seq_length: int, max_qa_length: int | None = None
+    ) -> tuple[TextClassifierServingModule, dict, dict]:
+        """The module an export serves (``settings``: ``finetune.json``), what
+        ``assets.extra/albert_tf.json`` records of it, and ``labels.json``
+        (``max_qa_length`` is multiple choice's; ignored)."""
+        label_names = list(settings.get("label_names", []))
+        module = cls(model, tokenizer, max_seq_length, label_names)
+        metadata = {
+            "label_names": label_names,
+            "limits": LIMITS,
+            "length_buckets": length_buckets.RULE,
+        }
+        return module, metadata, {LABELS_FILE: label_names}
 
     def _pack(self, text, text_pair):
         with tf.control_dependencies(_checks(text, text_pair)):

@@ -1,0 +1,127 @@
+"""Text classification for the ``finetune`` command: items, labels, model and trainer."""
+
+from __future__ import annotations
+
+import collections
+import os
+from collections.abc import Callable
+from typing import Any
+
+from albert_tf.checkpoints.saved_format import load_text_classifier, read_finetune_settings
+from albert_tf.tasks.classification import SPEC
+from albert_tf.tasks.task import FineTuningSettings, FineTuningTask, TaskData
+
+
+def unseen_texts(items: list, train: list) -> list:
+    """The items whose text (and pair) no training item has."""
+    seen = {(item.text, item.text_pair) for item in train}
+    return [item for item in items if (item.text, item.text_pair) not in seen]
+
+
+class ClassificationTask(FineTuningTask):
+    spec = SPEC
+
+    def read(
+        self, settings: FineTuningSettings, report: Callable[[str, list, Any], None]
+    ) -> TaskData:
+        from albert_tf.tasks.classification.data import read_classification
+
+        # Continuing a classifier: its label map decides the class indexes.
+        previous = read_finetune_settings(settings.checkpoint) if settings.checkpoint else {}
+        label_names = previous.get("label_names") or None
+        regression = settings.num_labels == 1
+        train, skipped, names = read_classification(
+            settings.train_files, label_names=label_names, regression=regression
+        )
+        if not regression and settings.num_labels and label_names is None:
+            if len(names) > settings.num_labels:
+                raise ValueError(
+                    f"--num_labels={settings.num_labels} but the training data has "
+                    f"{len(names)} labels: {names}"
+                )
+            names += [f"unused_{i}" for i in range(len(names), settings.num_labels)]
+        read = {"label_names": names, "regression": regression}
+        parts: dict[str, list | None] = {"dev": None, "test": None}
+        for name, files in (("dev", settings.dev_files), ("test", settings.test_files)):
+            if files:
+                items, part_skipped, _ = read_classification(files, **read)
+                report(name, items, part_skipped, names)
+                parts[name] = items
+        data = TaskData(train, parts["dev"], parts["test"], skipped, names)
+        if not names and self._num_labels(settings, data) != 1:
+            raise ValueError("no labelled training items (see the counts above)")
+        return data
+
+    @staticmethod
+    def _num_labels(settings: FineTuningSettings, data: TaskData) -> int:
+        return 1 if settings.num_labels == 1 else len(data.label_names or [])
+
+    def describe(self, name: str, items: list, skipped, label_names=None) -> list[str]:
+        counts = collections.Counter(item.label for item in items)
+        if label_names:
+            per_label = {label_names[k]: v for k, v in sorted(counts.items()) if k >= 0}
+            lines = [f"{name}: {len(items)} items; per label {per_label}"]
+        else:
+            lines = [f"{name}: {len(items)} items (scores)"]
+        if skipped:
+            lines.append(f"{name}: skipped {sum(skipped.values())} bad input(s): {dict(skipped)}")
+        return lines
+
+    def head_arguments(self, data: TaskData) -> dict[str, Any]:
+        return {"num_labels": len(data.label_names) if data.label_names else 1}
+
+    def load_model(self, directory: str | os.PathLike[str], dtype, data: TaskData | None = None):
+        # A new label set must match a saved head's size (load_text_classifier says so).
+        num_labels = self.head_arguments(data)["num_labels"] if data is not None else None
+        return load_text_classifier(directory, num_labels, dtype=dtype)
+
+    def trainer(self, model, tokenizer, data: TaskData, settings: FineTuningSettings, **common):
+        labels = data.label_names if model.num_labels > 1 else ()
+        return self.spec.load("trainer")(
+            model, tokenizer, label_names=labels, metric=settings.metric, **common
+        )
+
+    def extra_scores(self, best, test: list, train: list, log: Callable[[str], None]) -> dict:
+        unseen = unseen_texts(test, train)
+        if len(unseen) == len(test):
+            return {}
+        # Copies of a training text measure memory, not classification.
+        log(
+            f"test: {len(test) - len(unseen)} of {len(test)} items repeat the text of "
+            "a training item; 'test_unseen_texts' scores the others alone"
+        )
+        return {"test_unseen_texts": best.evaluate(unseen)} if unseen else {}
+
+    def model_card(
+        self, settings: FineTuningSettings, data: TaskData, summary: dict
+    ) -> dict | None:
+        """What the app's sidebar shows about an exported classifier, from this run."""
+        label_names = data.label_names or []
+        num_labels = 1 if settings.num_labels == 1 else len(label_names)
+        start = settings.checkpoint or f"random weights ({settings.init_config})"
+        card = {
+            "name": os.path.basename(os.path.normpath(settings.export_dir or "")),
+            "task": (
+                f"text classification: {', '.join(label_names)}"
+                if num_labels > 1
+                else "regression: one score per text"
+            ),
+            "trained_on": ", ".join(settings.train_files),
+            "finetuning": (
+                f"{len(data.train):,} items, {summary['steps']:,} steps from {start}, "
+                f"{summary['train_seconds'] / 60:.0f} min"
+            ),
+        }
+        test = data.test
+        if test and "test" in summary:
+            held = {k: v for k, v in summary["test"].items() if k not in ("loss",)}
+            held["items"] = held.pop("count")
+            if num_labels > 1:
+                counts = collections.Counter(item.label for item in test)
+                held["majority"] = max(counts.values()) / len(test)
+            if "test_unseen_texts" in summary:
+                unseen = summary["test_unseen_texts"]
+                key = "accuracy" if num_labels > 1 else "pearson"
+                held[f"{key}_on_texts_not_in_training"] = unseen[key]
+            card["held_out"] = held
+        return card
