@@ -77,6 +77,39 @@ def basic_tokenize(
     return tf_text.regex_split(texts, f"[{space}]+|[{punct}]", f"[{punct}]")
 
 
+def normalize_chars(
+    chars: tf.RaggedTensor, *, lower_case: bool = True, tokenize_chinese_chars: bool = True
+) -> tf.RaggedTensor:
+    """`basic_tokenize`'s normalisation applied to each character on its own:
+    tf.string ragged [batch, (chars)] of single characters → what each becomes
+    ("" when removed, " x " for a CJK ideograph, the lower-cased and
+    accent-stripped form otherwise). Joined, they are the text `basic_tokenize`
+    splits; kept apart, they say which character each byte came from.
+
+    Per character is what BERT's Python tokenizer does too: NFD then dropping
+    the non-spacing marks gives the same result character by character as on
+    the whole text, since the marks a decomposition reorders are all dropped.
+
+    Example:
+        >>> chars = tf.strings.unicode_split(tf.constant(["Ég世"]), "UTF-8")
+        >>> normalize_chars(chars).to_list()
+        [[b'e', b'g', b' \xe4\xb8\x96 ']]
+    """
+    flat = chars.flat_values
+    if lower_case:
+        flat = _text_ops.lower_utf8(flat)
+    flat = tf.strings.regex_replace(flat, f"[{_text_ops.bert_removed_class()}]", "")
+    flat = tf.strings.regex_replace(flat, f"[{_text_ops.bert_whitespace_class()}]", " ")
+    if tokenize_chinese_chars:
+        flat = tf.strings.regex_replace(flat, f"([{_text_ops.cjk_class()}])", r" \1 ")
+    flat = tf_text.normalize_utf8(flat, "NFC")
+    if lower_case:
+        flat = _text_ops.lower_utf8(flat)
+        flat = tf_text.normalize_utf8(flat, "NFD")
+        flat = tf.strings.regex_replace(flat, f"[{_text_ops.nonspacing_mark_class()}]", "")
+    return chars.with_flat_values(flat)
+
+
 def _same_file(a: str, b: str) -> bool:
     if storage.is_remote(a) or storage.is_remote(b):
         return a == b
@@ -240,6 +273,71 @@ class WordPieceTokenizer(Tokenizer):
         """tf.string [batch] → int32 ragged [batch, (pieces)]; in-graph."""
         pieces = self._wordpiece.tokenize(self.tokenize_to_words(texts))
         return tf.cast(pieces.merge_dims(1, 2), tf.int32)
+
+    def tokenize_with_offsets(
+        self, texts: tf.Tensor
+    ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+        """`tokenize`, and where each piece came from: int32 ragged
+        ``(ids, starts, ends)`` [batch, (pieces)], ``starts``/``ends`` in Unicode
+        code points of the original text, end exclusive, through every
+        normalisation (lower-casing, accent stripping, removed characters,
+        Chinese character spacing). A piece that continues a word ("##…")
+        starts where its characters start; a word too long for WordPiece is one
+        [UNK] spanning the word. Invalid UTF-8 counts one replacement character
+        per bad sequence, as `tokenize` reads it. In-graph.
+
+        Example:
+            >>> tok = WordPieceTokenizer("vocab.txt")  # doctest: +SKIP
+            >>> texts = tf.constant(["我爱ALBERT"])  # doctest: +SKIP
+            >>> ids, starts, ends = tok.tokenize_with_offsets(texts)  # doctest: +SKIP
+            >>> starts.to_list(), ends.to_list()  # doctest: +SKIP
+            ([[0, 1, 2, 4]], [[1, 2, 4, 8]])
+        """
+        texts = _text_ops.transcode_utf8(tf.convert_to_tensor(texts, tf.string))
+        chars = tf.strings.unicode_split(texts, "UTF-8")
+        normalized = normalize_chars(
+            chars, lower_case=self.lower_case, tokenize_chinese_chars=self.tokenize_chinese_chars
+        )
+        # Which original character each byte of the joined normalised text came from.
+        byte_counts = tf.strings.length(normalized.flat_values, unit="BYTE")
+        owner = tf.repeat(tf.ragged.range(chars.row_lengths()).flat_values, byte_counts)
+        row_bytes = tf.math.unsorted_segment_sum(
+            tf.cast(byte_counts, tf.int64), chars.value_rowids(), chars.nrows()
+        )
+        owner_start = tf.cumsum(row_bytes, exclusive=True)  # each row's first byte in `owner`
+        joined = tf.strings.reduce_join(normalized, axis=1)
+
+        punct = _text_ops.bert_punctuation_class()
+        space = _text_ops.python_whitespace_class()
+        words, word_begin, word_end = tf_text.regex_split_with_offsets(
+            joined, f"[{space}]+|[{punct}]", f"[{punct}]"
+        )
+        flat_words = words.flat_values
+        too_long = tf.strings.length(flat_words, unit="UTF8_CHAR") > self.max_input_chars_per_word
+        words = words.with_flat_values(tf.where(too_long, "[UNK]", flat_words))
+        ids, piece_begin, piece_end = self._wordpiece.tokenize_with_offsets(words)
+        # A word replaced by [UNK] is one piece spanning the whole word.
+        word_bytes = word_end.flat_values - word_begin.flat_values
+        long_piece = tf.repeat(too_long, ids.values.row_lengths())
+        piece_word_bytes = tf.repeat(word_bytes, ids.values.row_lengths())
+        begin = tf.where(
+            long_piece, tf.zeros_like(piece_begin.flat_values), piece_begin.flat_values
+        )
+        end = tf.where(long_piece, piece_word_bytes, piece_end.flat_values)
+        # Bytes of the joined text, then of the batch's owner array.
+        word_of_piece = ids.values.value_rowids()
+        row_of_piece = tf.gather(words.value_rowids(), word_of_piece)
+        base = tf.gather(word_begin.flat_values, word_of_piece) + tf.gather(
+            owner_start, row_of_piece
+        )
+        starts = tf.gather(owner, base + begin)
+        ends = tf.gather(owner, base + end - 1) + 1
+        ids = tf.cast(ids.merge_dims(1, 2), tf.int32)
+        return (
+            ids,
+            ids.with_flat_values(tf.cast(starts, tf.int32)),
+            ids.with_flat_values(tf.cast(ends, tf.int32)),
+        )
 
     def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
         """int ids [batch, (pieces)] → tf.string [batch]; padding dropped,

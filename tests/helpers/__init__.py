@@ -13,4 +13,5 @@ puts tests/ on pytest's ``pythonpath``; worker scripts run in a subprocess put t
 * `classifier_helpers`: the tiny text classifiers of the app tests, built once a session.
 * `hf_reference`: random Hugging Face ALBERT models to compare against (torch).
 * `app_browser`: the Streamlit app under `streamlit run`, driven by headless Chromium.
+* `tokenizer_inputs`: texts that exercise every normalisation step (id and offset parity).
 """
