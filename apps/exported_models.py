@@ -1,7 +1,6 @@
 """Helpers both Streamlit pages use: finding exported models of one task, reading
 their metadata and model card, detecting the text's language and picking the model
-of that language. Only the standard library (and the task registry, names only) is
-imported here.
+of that language. Only the standard library is imported here.
 """
 
 from __future__ import annotations
@@ -13,23 +12,15 @@ import sys
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from albert_tf.tasks import DEFAULT_TASK, get_task
-
 AUTOMATIC = "Automatic: the model of the text's language"
 LANGUAGE_NAMES = {"zh": "Chinese", "en": "English"}
 UNK_WARNING_SHARE = 0.1
 
-
-def task_values(name: str) -> tuple[str | None, ...]:
-    """What ``assets.extra/albert_tf.json`` says for an export of task ``name``
-    (`albert_tf.tasks`): its name, or nothing at all for exports older than the
-    record, which hold the default task."""
-    spec = get_task(name)
-    return (spec.name, None) if spec.name == DEFAULT_TASK else (spec.name,)
-
-
-MULTIPLE_CHOICE_TASKS = task_values("multiple_choice")
-CLASSIFICATION_TASKS = task_values("classification")
+# The tasks `albert_tf.serving.export_saved_model` records in assets.extra/albert_tf.json
+# (the names of `albert_tf.tasks`; the app reads SavedModels only, not the package).
+# Exports older than text classification have no "task" key: they are multiple choice.
+MULTIPLE_CHOICE_TASKS = ("multiple_choice", None)
+CLASSIFICATION_TASKS = ("classification",)
 
 SPECIAL_PIECES = ("[CLS]", "[SEP]", "[PAD]", "<pad>", "")
 UNKNOWN_PIECES = ("[UNK]", "<unk>")

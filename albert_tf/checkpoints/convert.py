@@ -22,7 +22,7 @@ from albert_tf.checkpoints.saved_format import (
 from albert_tf.checkpoints.torch_free_readers import read_pytorch_bin, read_safetensors
 from albert_tf.config import AlbertConfig
 from albert_tf.storage import write_json_atomic
-from albert_tf.tasks import TaskSpec, task_of_heads
+from albert_tf.tasks import DEFAULT_TASK, TASKS, TaskSpec, get_task, task_of_heads
 
 # Optimizer slots and bookkeeping that official checkpoints carry.
 _TF1_SKIPPED_SUFFIXES = ("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")
@@ -179,16 +179,16 @@ def convert_hf(folder: str, config: AlbertConfig | None = None) -> Converted:
             continue
         source[name] = array
     _check_tied_decoder(source, config)
-    # "classifier" is a text classifier's head or a multiple-choice scorer's.
-    other_head = (
-        "multiple_choice_head/"
-        if "AlbertForSequenceClassification" in _architectures(folder)
-        else "classifier_head/"
-    )
+    # Hugging Face calls every task's head "classifier": keep the head of the task
+    # whose class the checkpoint names (the default task's when it names none).
+    architectures = _architectures(folder)
+    named = [spec for spec in TASKS.values() if spec.hf_architecture in architectures]
+    kept = named[0] if named else get_task(DEFAULT_TASK)
+    other_heads = tuple(spec.head_prefix for spec in TASKS.values() if spec is not kept)
     converted, used = _collect(
         config,
         source,
-        lambda row: "" if row.ours.startswith(other_head) else row.hf,
+        lambda row: "" if row.ours.startswith(other_heads) else row.hf,
         torch_layout=lambda row: True,
     )
     used |= {"predictions.decoder.weight", "predictions.decoder.bias"}

@@ -226,8 +226,10 @@ def load_task_model(directory: str | os.PathLike[str], task: str | TaskSpec, *, 
     """Loads ``task``'s model (`albert_tf.tasks`); a fresh head if the directory has none.
 
     Starting fine-tuning from a pretraining checkpoint is the common case: the
-    backbone is loaded and the head is initialised as the config says. A head
-    the directory holds fixes what it must (`AlbertTask.head_arguments`).
+    backbone is loaded and the head is initialised as the config says, when the
+    head needs nothing more (a classifier needs its number of labels:
+    `load_text_classifier`). A head the directory holds fixes what it must
+    (`AlbertTask.head_arguments`).
     """
     spec = get_task(task) if isinstance(task, str) else task
     model_class = spec.load("model")
@@ -235,7 +237,12 @@ def load_task_model(directory: str | os.PathLike[str], task: str | TaskSpec, *, 
     weights = read_weights(directory)
     has_head = any(name.startswith(spec.head_prefix) for name in weights)
     arguments = model_class.head_arguments(weights, spec.head_prefix) if has_head else {}
-    model = model_class.from_albert_config(config, dtype=dtype, **arguments)
+    try:
+        model = model_class.from_albert_config(config, dtype=dtype, **arguments)
+    except TypeError as e:  # a fresh head that needs what only a saved one fixes
+        raise ValueError(
+            f"{directory} has no {spec.head} to load a {spec.name} model from ({e})"
+        ) from None
     arrays = _task_arrays(weights, spec.head_prefix)
     assign_weights(model, arrays, allow_missing_prefixes=(spec.head_prefix,))
     return model

@@ -45,8 +45,8 @@ class TaskSpec:
     head: str
     #: Hugging Face's class for a model with this head.
     hf_architecture: str
-    #: Part name (`PARTS`) → ``"module:attribute"``.
-    parts: dict[str, str]
+    #: Part name (`PARTS`) → ``"module:attribute"`` (left out of equality and hashing).
+    parts: dict[str, str] = dataclasses.field(compare=False)
     #: One line for ``--help`` and the app.
     description: str = ""
     #: Whether the head's outputs are named labels (``finetune.json``'s

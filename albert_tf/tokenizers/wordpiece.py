@@ -284,7 +284,9 @@ class WordPieceTokenizer(Tokenizer):
         Chinese character spacing). A piece that continues a word ("##…")
         starts where its characters start; a word too long for WordPiece is one
         [UNK] spanning the word. Invalid UTF-8 counts one replacement character
-        per bad sequence, as `tokenize` reads it. In-graph.
+        per bad sequence, as `tokenize` reads it. In-graph. Uncased vocabularies
+        only (``lower_case=True``, as Chinese BERT/ALBERT's): a cased one raises
+        NotImplementedError.
 
         Example:
             >>> tok = WordPieceTokenizer("vocab.txt")  # doctest: +SKIP
@@ -293,6 +295,13 @@ class WordPieceTokenizer(Tokenizer):
             >>> starts.to_list(), ends.to_list()  # doctest: +SKIP
             ([[0, 1, 2, 4]], [[1, 2, 4, 8]])
         """
+        if not self.lower_case:
+            # NFC composes a base and its marks across characters, which a
+            # per-character map cannot follow; uncased vocabularies strip the marks.
+            raise NotImplementedError(
+                "tokenize_with_offsets needs an uncased vocabulary (lower_case=True); "
+                "cased WordPiece offsets are not implemented"
+            )
         texts = _text_ops.transcode_utf8(tf.convert_to_tensor(texts, tf.string))
         chars = tf.strings.unicode_split(texts, "UTF-8")
         normalized = normalize_chars(

@@ -106,3 +106,12 @@ def test_offsets_run_in_a_graph(wp_tokenizer):
     for g, w in zip(got, want, strict=True):
         assert g.to_list() == w.to_list()
     assert want[0].to_list()[1] == []
+
+
+def test_cased_vocabularies_refuse_offsets_rather_than_misalign(wp_dir):
+    # Per-character NFC cannot compose "e" + U+0301 as the whole-text NFC does.
+    from albert_tf.tokenizers import WordPieceTokenizer
+
+    cased = WordPieceTokenizer(wp_dir / "vocab.txt", lower_case=False)
+    with pytest.raises(NotImplementedError, match="uncased vocabulary"):
+        cased.tokenize_with_offsets(tf.constant(["Cafe\u0301"]))

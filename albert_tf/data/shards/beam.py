@@ -128,7 +128,10 @@ class _WritePartsFn(beam.DoFn):
         try:
             summary = self._writer.write(task)
         except (ValueError, OSError) as e:
-            raise naming_task(e, task) from e
+            named = naming_task(e, task)
+            if named is e:
+                raise
+            raise named from e
         _count(summary)
         for shard in range(self._options.num_shards):
             yield shard, task.index

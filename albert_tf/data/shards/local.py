@@ -308,7 +308,10 @@ def _run_tasks(
                             "(--num_workers=1) to write in this process."
                         ) from e
                     except Exception as e:
-                        raise naming_task(e, futures[future]) from e
+                        named = naming_task(e, futures[future])
+                        if named is e:
+                            raise
+                        raise named from e
                     tasks_bar.update()
             _drain_queue(queue, docs_bar)
     finally:
@@ -321,7 +324,10 @@ def _with_context(fn: Callable[..., WriteSummary], writer, task: InputTask, part
     try:
         return fn(writer, task, parts_dir)
     except (ValueError, OSError) as e:
-        raise naming_task(e, task) from e
+        named = naming_task(e, task)
+        if named is e:
+            raise
+        raise named from e
 
 
 def naming_task(error: Exception, task: InputTask) -> Exception:
