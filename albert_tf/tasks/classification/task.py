@@ -33,6 +33,18 @@ class ClassificationTask(FineTuningTask):
         train, skipped, names = read_classification(
             settings.train_files, label_names=label_names, regression=regression
         )
+        if not regression:
+            # Caught here, not as a failed step (labels of -1) or a silent regression model.
+            if train and not any(item.label >= 0 for item in train):
+                raise ValueError(
+                    "no training item has a label (a file without any labels is read as "
+                    "unlabelled test data); give --train_files with labels"
+                )
+            if len(names) == 1 and not settings.num_labels and label_names is None:
+                raise ValueError(
+                    f"the training data has one label, {names[0]!r}: a classifier needs two "
+                    "or more (--num_labels=1 trains a regression model on scores)"
+                )
         if not regression and settings.num_labels and label_names is None:
             if len(names) > settings.num_labels:
                 raise ValueError(
