@@ -78,7 +78,7 @@ def run_worker(args: argparse.Namespace, units_name: str) -> dict[str, Any]:
     import numpy as np
 
     from albert_tf.baselines import bag_of_units as baseline
-    from albert_tf.tasks.multiple_choice.data import split_examples
+    from albert_tf.data.splits import split_examples
 
     units = {"units": baseline.text_units, "bigrams": baseline.units_and_bigrams}[units_name]
     items = load(args.data, SMOKE_ITEMS if args.smoke else 0)

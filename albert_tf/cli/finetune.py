@@ -102,7 +102,7 @@ def _report(task, name: str, items, skipped, label_names=None) -> None:
 
 
 def _split(train, test):
-    from albert_tf.tasks.multiple_choice.data import split_examples
+    from albert_tf.data.splits import split_examples
 
     if FLAGS.dev_files:
         return train, None, test

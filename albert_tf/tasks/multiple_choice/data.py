@@ -227,28 +227,6 @@ def read_multiple_choice(
     return items, skipped
 
 
-def split_examples(
-    items: Sequence[MultipleChoiceExample], fractions: Sequence[float], seed: int = 0
-) -> list[list[MultipleChoiceExample]]:
-    """Deterministic split by a hash of each id (stable as files grow).
-
-    >>> items = [MultipleChoiceExample(str(i), "", "q", ["a", "b"], 0) for i in range(1000)]
-    >>> [len(s) for s in split_examples(items, [0.8, 0.1, 0.1])]
-    [801, 114, 85]
-    """
-    import hashlib
-
-    edges = np.cumsum(fractions)
-    if not np.isclose(edges[-1], 1.0):
-        raise ValueError(f"split fractions must sum to 1, got {list(fractions)}")
-    out: list[list[MultipleChoiceExample]] = [[] for _ in fractions]
-    for item in items:
-        digest = hashlib.sha256(f"{seed}:{item.id}".encode()).digest()
-        u = int.from_bytes(digest[:8], "big") / 2**64
-        out[min(int(np.searchsorted(edges, u, side="right")), len(out) - 1)].append(item)
-    return out
-
-
 # -- packing (in-graph) -------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.data import iter_sentences, sample_path
+from albert_tf.data.splits import split_examples
 from albert_tf.tasks.classification.data import (
     ClassificationExample,
     classification_batches,
@@ -23,7 +24,6 @@ from albert_tf.tasks.classification.data import (
     pack_classification,
     read_classification,
 )
-from albert_tf.tasks.multiple_choice.data import split_examples
 from albert_tf.tokenizers import WordPieceTokenizer, train_sentencepiece
 
 REAL_FILE = "/work/shared/data/classification/zh_product_reviews.jsonl.gz"

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data.next_sentence import next_sentence_items
+from albert_tf.data.splits import split_examples
 from albert_tf.tasks.multiple_choice.data import (
     build_qa,
     encode_multiple_choice,
@@ -18,7 +19,6 @@ from albert_tf.tasks.multiple_choice.data import (
     multiple_choice_batches,
     pack_multiple_choice,
     read_multiple_choice,
-    split_examples,
 )
 from albert_tf.tokenizers import load_tokenizer
 
