@@ -61,6 +61,13 @@ def basic_tokenize(
         [[b'hello', b',', b'\\xe4\\xb8\\x96', b'\\xe7\\x95\\x8c', b'!']]
     """
     texts = _text_ops.transcode_utf8(tf.convert_to_tensor(texts, tf.string))
+    texts = _normalize(texts, lower_case, tokenize_chinese_chars)
+    return tf_text.regex_split(texts, *_word_split_patterns())
+
+
+def _normalize(texts: tf.Tensor, lower_case: bool, tokenize_chinese_chars: bool) -> tf.Tensor:
+    """BERT's normalisation of each string of ``texts`` (whole texts, or single
+    characters for `normalize_chars`)."""
     if lower_case:
         texts = _text_ops.lower_utf8(texts)
     texts = tf.strings.regex_replace(texts, f"[{_text_ops.bert_removed_class()}]", "")
@@ -72,9 +79,15 @@ def basic_tokenize(
         texts = _text_ops.lower_utf8(texts)
         texts = tf_text.normalize_utf8(texts, "NFD")
         texts = tf.strings.regex_replace(texts, f"[{_text_ops.nonspacing_mark_class()}]", "")
+    return texts
+
+
+def _word_split_patterns() -> tuple[str, str]:
+    """`regex_split`'s delimiter and kept-delimiter patterns: whitespace runs split
+    words, each punctuation character splits and is kept as a word of its own."""
     punct = _text_ops.bert_punctuation_class()
     space = _text_ops.python_whitespace_class()
-    return tf_text.regex_split(texts, f"[{space}]+|[{punct}]", f"[{punct}]")
+    return f"[{space}]+|[{punct}]", f"[{punct}]"
 
 
 def normalize_chars(
@@ -95,19 +108,7 @@ def normalize_chars(
         >>> normalize_chars(chars).to_list()
         [[b'e', b'g', b' \xe4\xb8\x96 ']]
     """
-    flat = chars.flat_values
-    if lower_case:
-        flat = _text_ops.lower_utf8(flat)
-    flat = tf.strings.regex_replace(flat, f"[{_text_ops.bert_removed_class()}]", "")
-    flat = tf.strings.regex_replace(flat, f"[{_text_ops.bert_whitespace_class()}]", " ")
-    if tokenize_chinese_chars:
-        flat = tf.strings.regex_replace(flat, f"([{_text_ops.cjk_class()}])", r" \1 ")
-    flat = tf_text.normalize_utf8(flat, "NFC")
-    if lower_case:
-        flat = _text_ops.lower_utf8(flat)
-        flat = tf_text.normalize_utf8(flat, "NFD")
-        flat = tf.strings.regex_replace(flat, f"[{_text_ops.nonspacing_mark_class()}]", "")
-    return chars.with_flat_values(flat)
+    return chars.with_flat_values(_normalize(chars.flat_values, lower_case, tokenize_chinese_chars))
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -316,10 +317,8 @@ class WordPieceTokenizer(Tokenizer):
         owner_start = tf.cumsum(row_bytes, exclusive=True)  # each row's first byte in `owner`
         joined = tf.strings.reduce_join(normalized, axis=1)
 
-        punct = _text_ops.bert_punctuation_class()
-        space = _text_ops.python_whitespace_class()
         words, word_begin, word_end = tf_text.regex_split_with_offsets(
-            joined, f"[{space}]+|[{punct}]", f"[{punct}]"
+            joined, *_word_split_patterns()
         )
         flat_words = words.flat_values
         too_long = tf.strings.length(flat_words, unit="UTF8_CHAR") > self.max_input_chars_per_word
