@@ -222,21 +222,39 @@ def load(directory: str | os.PathLike[str], *, dtype=None):
     return model
 
 
-def load_task_model(directory: str | os.PathLike[str], task: str | TaskSpec, *, dtype=None):
+def load_task_model(
+    directory: str | os.PathLike[str],
+    task: str | TaskSpec,
+    *,
+    dtype=None,
+    head_arguments: dict | None = None,
+):
     """Loads ``task``'s model (`albert_tf.tasks`); a fresh head if the directory has none.
 
     Starting fine-tuning from a pretraining checkpoint is the common case: the
-    backbone is loaded and the head is initialised as the config says, when the
-    head needs nothing more (a classifier needs its number of labels:
-    `load_text_classifier`). A head the directory holds fixes what it must
-    (`AlbertTask.head_arguments`).
+    backbone is loaded and the head is initialised as the config and
+    ``head_arguments`` say (a tagger's number of tags). A head the directory
+    holds fixes what it must (`AlbertTask.head_arguments`); ``head_arguments``
+    that disagree with it are an error.
     """
     spec = get_task(task) if isinstance(task, str) else task
     model_class = spec.load("model")
     config = read_config(directory)
     weights = read_weights(directory)
     has_head = any(name.startswith(spec.head_prefix) for name in weights)
-    arguments = model_class.head_arguments(weights, spec.head_prefix) if has_head else {}
+    arguments = dict(head_arguments or {})
+    if has_head:
+        saved = model_class.head_arguments(weights, spec.head_prefix)
+        differ = {k: (v, saved[k]) for k, v in arguments.items() if k in saved and saved[k] != v}
+        if differ:
+            raise CheckpointError(
+                f"{directory} holds a {spec.head} with "
+                + ", ".join(f"{k}={s}" for k, (_, s) in differ.items())
+                + ", not "
+                + ", ".join(f"{k}={v}" for k, (v, _) in differ.items())
+                + "; start from its pretraining checkpoint for a new label set."
+            )
+        arguments |= saved
     try:
         model = model_class.from_albert_config(config, dtype=dtype, **arguments)
     except TypeError as e:  # a fresh head that needs what only a saved one fixes

@@ -119,8 +119,9 @@ def export_saved_model(
 ) -> str:
     """Writes ``export_dir/<version>/`` and returns its path.
 
-    The task is the one fine-tuning recorded in ``finetune.json``: multiple
-    choice (also when there is no record) or classification.
+    The task is the one fine-tuning recorded in ``finetune.json`` (multiple
+    choice when there is no record); its serving module (`albert_tf.tasks`)
+    names the signatures.
 
     Args:
         checkpoint_dir: a fine-tuned model directory (`albert_tf.load_multiple_choice`
@@ -172,12 +173,7 @@ def export_saved_model(
     tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
     storage.rmtree(tmp, ignore_errors=True)
     root, signatures = signature_root(
-        module,
-        {
-            "serving_default": module.serving_default,
-            "score_ids": module.score_ids,
-            "tokenize": module.tokenize,
-        },
+        module, {name: getattr(module, name) for name in module.SIGNATURES}
     )
     tf.saved_model.save(root, tmp, signatures=signatures)
     extra = os.path.join(tmp, "assets.extra")

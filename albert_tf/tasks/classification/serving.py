@@ -76,6 +76,9 @@ class TextClassifierServingModule(tf.Module):
         <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'pos'], dtype=object)>
     """
 
+    #: The SavedModel's signatures, by method name.
+    SIGNATURES = ("serving_default", "score_ids", "tokenize")
+
     def __init__(self, model, tokenizer, max_seq_length: int, label_names=()):
         super().__init__(name="albert_text_classifier")
         check_max_seq_length(model, max_seq_length)

@@ -125,6 +125,9 @@ class MultipleChoiceServingModule(tf.Module):
         TensorShape([1, 3])
     """
 
+    #: The SavedModel's signatures, by method name.
+    SIGNATURES = ("serving_default", "score_ids", "tokenize")
+
     def __init__(
         self,
         model,

@@ -51,7 +51,7 @@ _BAR_REFRESH_SECONDS = 1.0
 class TaskSteps(TrainingSteps):
     """A task's compiled steps: its summed loss and right answers over examples."""
 
-    sum_names = ("loss_sum", "correct")
+    sum_names = ("loss_sum", "correct", "scored")
 
     def __init__(self, trainer: FineTuningTrainer, optimizer, **kwargs):
         self.trainer = trainer
@@ -62,11 +62,13 @@ class TaskSteps(TrainingSteps):
     def forward_sums(self, features, labels, training: bool):
         logits = tf.cast(self.model(features, training=training), tf.float32)
         loss_sum, correct = self.trainer.loss_sums(logits, labels)
-        return {"loss_sum": loss_sum, "correct": correct}
+        scored = tf.reduce_sum(self.trainer.example_count(labels))
+        return {"loss_sum": loss_sum, "correct": correct, "scored": scored}
 
     def local_counts(self, labels):
-        """[examples]: the loss is a mean over the global batch's examples."""
-        return tf.cast(tf.shape(labels)[:1], tf.float32)
+        """[examples]: the loss is a mean over the global batch's examples (what
+        the task counts as one: `FineTuningTrainer.example_count`)."""
+        return self.trainer.example_count(labels)
 
     def loss(self, sums, normalizers):
         return sums["loss_sum"] / normalizers[0]
@@ -241,6 +243,16 @@ class FineTuningTrainer:
         """Dev or test metrics, `metric` among them, and ``count``."""
         raise NotImplementedError
 
+    def trained_variables(self) -> list:
+        """The variables fine-tuning updates: all the model's trainable ones, less
+        those the task's output does not depend on (they would get no gradient)."""
+        return list(self.model.trainable_variables)
+
+    def example_count(self, labels: tf.Tensor) -> tf.Tensor:
+        """float32 [1]: the examples in a batch's labels, which the training loss
+        and accuracy are means over (a batch's rows; a tagger's scored pieces)."""
+        return tf.cast(tf.shape(labels)[:1], tf.float32)
+
     def task_settings(self) -> dict:
         """What the exporter needs besides the model: written to ``finetune.json``."""
         raise NotImplementedError
@@ -274,6 +286,7 @@ class FineTuningTrainer:
             return TaskSteps(
                 self,
                 optimizer,
+                variables=self.trained_variables(),
                 clip_norm=1.0,  # as the official optimizer
                 gradient_accumulation_steps=self.gradient_accumulation_steps,
                 jit_compile=self.jit_compile,
@@ -406,7 +419,7 @@ class FineTuningTrainer:
             if bar is not None:
                 bar.update(applied)
                 if now - last_refresh >= _BAR_REFRESH_SECONDS:
-                    loss = float(out["loss_sum"] / tf.maximum(out["examples"], 1.0))
+                    loss = float(out["loss_sum"] / tf.maximum(out["scored"], 1.0))
                     bar.set_postfix(loss=f"{loss:.3f}", best_dev=f"{max(best, 0.0):.3f}")
                     last_refresh = now
             if step % self.eval_every == 0 or step == total:
@@ -416,10 +429,10 @@ class FineTuningTrainer:
                 record = {
                     "step": step,
                     "epoch": (consumed - 1) // micro_per_epoch,
-                    "train_loss": totals["loss_sum"] / totals["examples"],
+                    "train_loss": totals["loss_sum"] / max(totals["scored"], 1.0),
                 }
                 if self.label_spec.dtype.is_integer:
-                    record["train_accuracy"] = totals["correct"] / totals["examples"]
+                    record["train_accuracy"] = totals["correct"] / max(totals["scored"], 1.0)
                 record |= {f"dev_{k}": v for k, v in metrics.items() if k != "count"}
                 record["seconds"] = round(time.perf_counter() - start, 1)
                 history.append(record)
