@@ -1,9 +1,11 @@
-"""Scores of a text classifier: accuracy, macro-F1, MCC; Pearson and Spearman for scores.
+"""Scores of a text classifier: accuracy, macro-F1, MCC; Pearson and Spearman for scores;
+entity-level precision, recall and F1 for a tagger.
 
 The metrics GLUE and CLUE report, in numpy: accuracy (with its binomial standard
 error, `albert_tf.training.evaluation.binomial_stderr`) and macro-F1 for classes,
 Matthews correlation for CoLA-style sets, Pearson and Spearman correlation for
-STS-B-style scores.
+STS-B-style scores; for named entities, seqeval's (conlleval's) exact-match
+scores, `entity_scores`.
 
 >>> import numpy as np
 >>> labels, predictions = np.array([0, 0, 1, 1, 2]), np.array([0, 1, 1, 1, 2])
@@ -15,7 +17,9 @@ STS-B-style scores.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import collections
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -102,3 +106,80 @@ def score_metrics(labels, scores) -> dict[str, float]:
         "spearman": spearman(labels, scores),
         "mse": float(np.mean((labels - scores) ** 2)),
     }
+
+
+def _precision_recall_f1(correct: int, predicted: int, gold: int) -> dict[str, float]:
+    precision = correct / predicted if predicted else 0.0
+    recall = correct / gold if gold else 0.0
+    total = precision + recall
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": 2 * precision * recall / total if total else 0.0,
+    }
+
+
+def _entity_key(entity: Any) -> tuple:
+    """An `Entity`-like object (``start``, ``end``, ``label``) or a tuple, as a tuple."""
+    if hasattr(entity, "label"):
+        return (entity.start, entity.end, entity.label)
+    return tuple(entity)
+
+
+def entity_scores(
+    gold: Sequence[Iterable[tuple]], predicted: Sequence[Iterable[tuple]]
+) -> dict[str, Any]:
+    """Exact-match entity scores, micro-averaged, and per label (seqeval's defaults).
+
+    Args:
+        gold, predicted: per sentence, its entities as ``(start, end, label)``
+            tuples (the label last; any span convention, the same on both sides)
+            or `albert_tf.tasks.tagging.data.Entity` objects. Each sentence's
+            entities are a set: a repeat counts once. An entity is correct if the
+            same sentence's other side holds it exactly, span and label.
+
+    Returns:
+        ``precision``, ``recall``, ``f1`` (micro: over all entities), the counts
+        ``gold``, ``predicted``, ``correct``, and ``per_label``: for each label in
+        either side, sorted, ``{"precision", "recall", "f1", "support"}`` (support:
+        its gold entities). As seqeval's default ``zero_division="warn"`` (without
+        the warning): precision is 0 with nothing predicted, recall 0 with no gold
+        entity, F1 ``2PR / (P + R)`` and 0 when ``P + R`` is 0, so two empty sides
+        score 0, not 1.
+
+    Raises:
+        ValueError: ``gold`` and ``predicted`` hold different numbers of sentences.
+
+    >>> gold = [[(0, 2, "PER"), (5, 7, "LOC")], [(1, 3, "ORG")]]
+    >>> predicted = [[(0, 2, "PER"), (5, 8, "LOC")], []]
+    >>> scores = entity_scores(gold, predicted)
+    >>> [round(scores[k], 4) for k in ("precision", "recall", "f1")], scores["correct"]
+    ([0.5, 0.3333, 0.4], 1)
+    >>> scores["per_label"]["ORG"]
+    {'precision': 0.0, 'recall': 0.0, 'f1': 0.0, 'support': 1}
+    """
+    if len(gold) != len(predicted):
+        raise ValueError(
+            f"entity_scores needs one entity list per sentence on both sides, got "
+            f"{len(gold)} gold and {len(predicted)} predicted sentences"
+        )
+    counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for gold_entities, predicted_entities in zip(gold, predicted, strict=True):
+        gold_set = {_entity_key(e) for e in gold_entities}
+        predicted_set = {_entity_key(e) for e in predicted_entities}
+        for side, entities in (("gold", gold_set), ("predicted", predicted_set)):
+            for entity in entities:
+                counts[entity[-1]][side] += 1
+        for entity in gold_set & predicted_set:
+            counts[entity[-1]]["correct"] += 1
+    total = {key: sum(c[key] for c in counts.values()) for key in ("gold", "predicted", "correct")}
+    per_label = {
+        label: _precision_recall_f1(c["correct"], c["predicted"], c["gold"])
+        | {"support": c["gold"]}
+        for label, c in sorted(counts.items())
+    }
+    return (
+        _precision_recall_f1(total["correct"], total["predicted"], total["gold"])
+        | total
+        | {"per_label": per_label}
+    )
