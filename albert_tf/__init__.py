@@ -23,6 +23,7 @@ _EXPORTS = {
     "AlbertMultipleChoice": "albert_tf.tasks.multiple_choice.model",
     "AlbertPretrainingModel": "albert_tf.models.pretraining_model",
     "AlbertTextClassifier": "albert_tf.tasks.classification.model",
+    "AlbertTokenClassifier": "albert_tf.tasks.tagging.model",
     "ConfigError": "albert_tf.config",
     "get_preset": "albert_tf.presets",
     "load": "albert_tf.checkpoints.saved_format",
@@ -38,6 +39,7 @@ __all__ = [
     "AlbertMultipleChoice",
     "AlbertPretrainingModel",
     "AlbertTextClassifier",
+    "AlbertTokenClassifier",
     "ConfigError",
     "get_preset",
     "load",
@@ -73,3 +75,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from albert_tf.presets import PRESETS, get_preset
     from albert_tf.tasks.classification.model import AlbertTextClassifier
     from albert_tf.tasks.multiple_choice.model import AlbertMultipleChoice
+    from albert_tf.tasks.tagging.model import AlbertTokenClassifier

@@ -385,7 +385,8 @@ def convert(
     save_model(model, output_dir, tokenizer=tokenizer)
     if source == "hf" and converted.spec is not None and converted.spec.labelled:
         # The label names travel on, for the exporters and the app.
-        names = hf_label_names(input_path, int(model.num_labels))
+        outputs = converted.arrays[f"{converted.spec.head_prefix}dense/bias"].shape[0]
+        names = hf_label_names(input_path, int(outputs))
         if names:
             write_json_atomic(
                 os.path.join(output_dir, SETTINGS_FILE),

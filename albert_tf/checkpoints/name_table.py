@@ -203,12 +203,14 @@ def weight_table(config: AlbertConfig) -> list[Row]:
             "cls/seq_relationship/output_bias",
             "sop_classifier.classifier.bias",
         ),
-        # Hugging Face names both task classifiers "classifier"; the converter
+        # Hugging Face names every task classifier "classifier"; the converter
         # keeps the row its source's architecture calls for.
         Row("multiple_choice_head/dense/kernel", "", "classifier.weight", "dense"),
         Row("multiple_choice_head/dense/bias", "", "classifier.bias"),
         Row("classifier_head/dense/kernel", "", "classifier.weight", "dense"),
         Row("classifier_head/dense/bias", "", "classifier.bias"),
+        Row("tagger_head/dense/kernel", "", "classifier.weight", "dense"),
+        Row("tagger_head/dense/bias", "", "classifier.bias"),
     ]
     if config.embedding_layout == "brightmart":
         return _brightmart_rows(rows, config)

@@ -24,6 +24,8 @@ from albert_tf.models.pretraining_model import AlbertPretrainingModel
 from albert_tf.tasks.classification.model import AlbertTextClassifier
 from albert_tf.tasks.multiple_choice.head import MultipleChoiceHead
 from albert_tf.tasks.multiple_choice.model import AlbertMultipleChoice
+from albert_tf.tasks.tagging.head import TokenClassifierHead
+from albert_tf.tasks.tagging.model import AlbertTokenClassifier
 
 CONFIG = tiny_config()  # V=120, E=16, H=48, 4 layers, 4 heads, FFN 96
 V, E, H = CONFIG.vocab_size, CONFIG.embedding_size, CONFIG.hidden_size
@@ -209,6 +211,17 @@ def test_multiple_choice_head(tmp_path):
     )
 
 
+def test_token_classifier_head(tmp_path):
+    run_layer_test(
+        TokenClassifierHead,
+        dict(num_tags=5, dropout=0.1, initializer_range=0.03),
+        lambda seq: (np.random.RandomState(seq).randn(BATCH, seq, H).astype("float32"),),
+        lambda seq: (BATCH, seq, 5),
+        tmp_path,
+        mixed_output_dtypes="float32",
+    )
+
+
 @pytest.mark.parametrize("hidden_states", [False, True], ids=["outputs", "hidden_states"])
 def test_backbone(hidden_states, tmp_path):
     def expected(seq):
@@ -289,6 +302,18 @@ def test_text_classifier_model(num_labels, tmp_path):
         mixed_output_dtypes="float32",
     )
     assert model.get_config()["num_labels"] == num_labels
+
+
+def test_token_classifier_model(tmp_path):
+    model = run_layer_test(
+        AlbertTokenClassifier,
+        dict(backbone=AlbertBackbone(CONFIG), num_tags=7),
+        lambda seq: (random_batch(V, batch=2, seq=seq),),
+        lambda seq: (2, seq, 7),
+        tmp_path,
+        mixed_output_dtypes="float32",
+    )
+    assert model.get_config()["num_tags"] == 7
 
 
 def test_loaded_pretraining_model_decodes_through_the_backbone_embedding(tmp_path):

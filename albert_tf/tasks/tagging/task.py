@@ -1,0 +1,102 @@
+"""Named-entity tagging for the ``finetune`` command: items, tags, model and trainer."""
+
+from __future__ import annotations
+
+import collections
+import os
+from collections.abc import Callable
+from typing import Any
+
+from albert_tf.checkpoints.saved_format import load_task_model, read_finetune_settings
+from albert_tf.tasks.tagging import SPEC
+from albert_tf.tasks.task import FineTuningSettings, FineTuningTask, TaskData
+
+
+class TaggingTask(FineTuningTask):
+    spec = SPEC
+
+    def read(
+        self, settings: FineTuningSettings, report: Callable[[str, list, Any], None]
+    ) -> TaskData:
+        from albert_tf.tasks.tagging.data import check_tag_names, read_tagging, tag_names
+
+        train, skipped = read_tagging(settings.train_files)
+        if not any(item.labelled for item in train):
+            raise ValueError(
+                "no training sentence is annotated (a file without entity annotations is read "
+                "as unlabelled text); give --train_files with entities"
+            )
+        train = [item for item in train if item.labelled]
+        # Continuing a tagger: its tags decide the head's outputs.
+        previous = read_finetune_settings(settings.checkpoint) if settings.checkpoint else {}
+        names = previous.get("label_names") if previous.get("task") == SPEC.name else None
+        if names:
+            check_tag_names(names)
+        else:
+            names = tag_names(e.label for item in train for e in item.entities)
+            if len(names) < 3:
+                raise ValueError(
+                    "the training data has no entities: a tagger needs at least one "
+                    "annotated entity (check the files' entity fields)"
+                )
+        parts: dict[str, list | None] = {"dev": None, "test": None}
+        for name, files in (("dev", settings.dev_files), ("test", settings.test_files)):
+            if files:
+                items, part_skipped = read_tagging(files)
+                report(name, items, part_skipped, names)
+                parts[name] = items
+        return TaskData(train, parts["dev"], parts["test"], skipped, names)
+
+    def describe(self, name: str, items: list, skipped, label_names=None) -> list[str]:
+        counts = collections.Counter(e.label for item in items for e in item.entities)
+        lines = [f"{name}: {len(items)} texts; entities {dict(sorted(counts.items()))}"]
+        if skipped:
+            lines.append(f"{name}: skipped {sum(skipped.values())} bad input(s): {dict(skipped)}")
+        return lines
+
+    def head_arguments(self, data: TaskData) -> dict[str, Any]:
+        return {"num_tags": len(data.label_names or [])}
+
+    def load_model(self, directory: str | os.PathLike[str], dtype, data: TaskData | None = None):
+        fresh = self.head_arguments(data) if data is not None else None
+        return load_task_model(directory, self.spec, dtype=dtype, head_arguments=fresh)
+
+    def trainer(self, model, tokenizer, data: TaskData, settings: FineTuningSettings, **common):
+        return self.spec.load("trainer")(model, tokenizer, tag_names=data.label_names, **common)
+
+    def extra_scores(self, best, test: list, train: list, log: Callable[[str], None]) -> dict:
+        """The gazetteer baseline on the same test sentences: every training entity
+        string, found by longest match."""
+        from albert_tf.baselines.gazetteer import Gazetteer
+        from albert_tf.training.finetuning.metrics import entity_scores
+
+        gazetteer = Gazetteer.from_examples(train)
+        predicted = [{(e.start, e.end, e.label) for e in gazetteer.find(x.text)} for x in test]
+        gold = [{(e.start, e.end, e.label) for e in x.entities} for x in test]
+        scores = entity_scores(gold, predicted)
+        log(f"test: a gazetteer of the training entities scores F1 {scores['f1']:.4f}")
+        return {"test_gazetteer": scores}
+
+    def model_card(
+        self, settings: FineTuningSettings, data: TaskData, summary: dict
+    ) -> dict | None:
+        """What the app shows about an exported tagger, from this run."""
+        types = sorted({name[2:] for name in data.label_names or [] if name != "O"})
+        start = settings.checkpoint or f"random weights ({settings.init_config})"
+        card = {
+            "name": os.path.basename(os.path.normpath(settings.export_dir or "")),
+            "task": f"named entities: {', '.join(types)}",
+            "trained_on": ", ".join(settings.train_files),
+            "finetuning": (
+                f"{len(data.train):,} texts, {summary['steps']:,} steps from {start}, "
+                f"{summary['train_seconds'] / 60:.0f} min"
+            ),
+        }
+        if data.test and "test" in summary:
+            test = summary["test"]
+            held = {k: test[k] for k in ("precision", "recall", "f1")}
+            held["texts"] = test["count"]
+            if "test_gazetteer" in summary:
+                held["gazetteer_f1"] = summary["test_gazetteer"]["f1"]
+            card["held_out"] = held
+        return card

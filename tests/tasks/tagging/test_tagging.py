@@ -1,0 +1,315 @@
+"""Named-entity tagging end to end: pieces get the BIO tags of the characters they
+cover (the first piece of a word; each Chinese character), the tagger learns a
+learnable task and keeps its best checkpoint, the raw-text SavedModel finds the
+trainer's entities in a fresh process that imports only tensorflow and
+tensorflow_text, and the finetune command does it all from files."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers.testing_utils import tiny_config
+
+from albert_tf.serving import export_saved_model
+from albert_tf.tasks.tagging.data import (
+    IGNORED,
+    Entity,
+    TaggingExample,
+    encode_tagging,
+    pack_tagging,
+    tag_names,
+)
+from albert_tf.tasks.tagging.model import AlbertTokenClassifier
+from albert_tf.tasks.tagging.trainer import TaggingTrainer
+from albert_tf.tokenizers import load_tokenizer
+from albert_tf.training.finetuning.metrics import entity_scores
+
+PEOPLE = ["王明", "李华", "张国平", "刘伟", "陈芳", "Albert", "Smith"]
+PLACES = ["北京", "上海", "广州", "南京", "成都"]
+ORGS = ["人民大学", "科技公司", "动物园"]
+TEMPLATES = [
+    "{PER}在{LOC}工作。",
+    "{ORG}的{PER}来到{LOC}。",
+    "昨天{PER}说，{LOC}很好。",
+    "我们去{LOC}看{ORG}。",
+    "今年{PER}和{PER}都在{ORG}。",
+]
+TAGS = tag_names(["LOC", "ORG", "PER"])
+MAX_SEQ_LENGTH = 24
+
+
+def _sentences(n: int, seed: int) -> list[TaggingExample]:
+    rng = random.Random(seed)
+    pools = {"PER": PEOPLE, "LOC": PLACES, "ORG": ORGS}
+    items = []
+    for i in range(n):
+        template = rng.choice(TEMPLATES)
+        text, entities, rest = "", [], template
+        while "{" in rest:
+            before, _, after = rest.partition("{")
+            label, _, rest = after.partition("}")
+            text += before
+            name = rng.choice(pools[label])
+            entities.append(Entity(len(text), len(text) + len(name), label))
+            text += name
+        items.append(TaggingExample(f"{seed}-{i}", text + rest, tuple(entities), "zh"))
+    return items
+
+
+@pytest.fixture(scope="module")
+def tokenizer(mc_models):
+    return load_tokenizer(mc_models["zh"]["model"] / "tokenizer")
+
+
+def _model(tokenizer, num_tags=7):
+    keras.utils.set_random_seed(0)
+    config = tiny_config(
+        vocab_size=tokenizer.vocabulary_size,
+        embedding_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        intermediate_size=128,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        classifier_dropout_prob=0.0,
+    )
+    return AlbertTokenClassifier.from_albert_config(config, num_tags=num_tags)
+
+
+def _trainer(model, tokenizer, tmp_path, **kwargs):
+    settings = dict(
+        output_dir=tmp_path / "run",
+        max_seq_length=MAX_SEQ_LENGTH,
+        batch_size=16,
+        learning_rate=2e-3,
+        num_train_steps=240,
+        eval_every=60,
+        patience=0,
+        progress=False,
+        tag_names=TAGS,
+    )
+    return TaggingTrainer(model, tokenizer, **(settings | kwargs))
+
+
+@pytest.fixture(scope="module")
+def tagger(tokenizer, tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("tagger")
+    trainer = _trainer(_model(tokenizer), tokenizer, tmp_path)
+    result = trainer.fit(_sentences(400, 0), _sentences(80, 1))
+    return trainer, result, tmp_path
+
+
+def test_pieces_get_the_tags_of_their_words(tokenizer):
+    item = TaggingExample("x", "昨天Smith在北京。", (Entity(2, 7, "PER"), Entity(8, 10, "LOC")))
+    (encoded,) = encode_tagging([item], tokenizer, 64, TAGS)
+    (window,) = encoded["windows"]
+    pieces = [p.decode() for p in tokenizer.id_to_token(tf.constant(window["token_ids"])).numpy()]
+    tags = ["-" if t == IGNORED else TAGS[t] for t in window["tags"]]
+    # "smith" is several pieces: only its first is tagged; each CJK character is a word.
+    smith = [i for i, p in enumerate(pieces) if p.startswith("##")]
+    assert smith, pieces  # the vocabulary splits "smith"
+    assert all(tags[i] == "-" for i in smith)
+    assert tags[smith[0] - 1] == "B-PER"
+    assert [t for t in tags if t != "-"] == ["O", "O", "B-PER", "O", "B-LOC", "I-LOC", "O"]
+    assert tags[0] == tags[-1] == "-"  # [CLS], [SEP]
+    assert encoded["entities"] == {(2, 7, "PER"), (8, 10, "LOC")}
+    assert encoded["lost"] == 0
+
+
+def test_long_texts_are_cut_into_windows_that_keep_every_piece(tokenizer):
+    texts = ["王明在北京工作。" * 9, "", "李华来到上海。"]
+    packed = pack_tagging(tf.constant(texts), tokenizer, 16)
+    ids = tokenizer.tokenize(tf.constant(texts)).to_list()
+    window_text = packed["window_text"].numpy().tolist()
+    mask = packed["padding_mask"].numpy().astype(bool)
+    token_ids = packed["token_ids"].numpy()
+    windows = [row[m][1:-1].tolist() for row, m in zip(token_ids, mask, strict=True)]
+    assert window_text == [0] * -(-len(ids[0]) // 14) + [2]  # the empty text has none
+    assert all(len(w) <= 14 for w in windows)
+    for text, want in enumerate(ids):
+        got = [p for w, t in zip(windows, window_text, strict=True) if t == text for p in w]
+        assert got == want
+    assert packed["piece_starts"].to_list()[2][:3] == [0, 1, 2]
+
+
+def test_tagger_learns_entities_and_keeps_its_best(tagger):
+    trainer, result, _ = tagger
+    assert result["metric"] == "f1"
+    assert result["best_f1"] >= 0.9, result["history"]
+    with open(f"{result['best_dir']}/finetune.json") as f:
+        saved = json.load(f)
+    assert saved["task"] == "tagging" and saved["label_names"] == TAGS
+    scores = trainer.evaluate(_sentences(60, 2))
+    assert scores["f1"] >= 0.9 and scores["count"] == 60
+    assert set(scores["per_label"]) == {"LOC", "ORG", "PER"}
+
+
+def test_wrong_tags_are_named(tokenizer, tmp_path):
+    with pytest.raises(ValueError, match="5 tag names for a model with 7 tags"):
+        _trainer(_model(tokenizer), tokenizer, tmp_path, tag_names=TAGS[:5])
+    with pytest.raises(ValueError, match="tags must be 'O' then"):
+        _trainer(_model(tokenizer, 3), tokenizer, tmp_path, tag_names=["B-X", "I-X", "O"])
+    item = TaggingExample("x", "王明", (Entity(0, 2, "MISC"),))
+    with pytest.raises(ValueError, match=r"entity labels \['MISC'\] are not among"):
+        encode_tagging([item], tokenizer, 16, TAGS)
+
+
+_SERVE = r"""
+import json, sys
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.framework import op_def_registry
+
+spec = json.load(open(sys.argv[1]))
+proto = saved_model_pb2.SavedModel()
+proto.ParseFromString(open(spec["path"] + "/saved_model.pb", "rb").read())
+graph = proto.meta_graphs[0].graph_def
+ops = {n.op for n in graph.node}
+for f in graph.library.function:
+    ops |= {n.op for n in f.node_def}
+ops -= {f.signature.name for f in graph.library.function}
+core = {o for o in ops if op_def_registry.get(o) is not None}
+import tensorflow_text  # noqa: F401  (registers its ops)
+report = {"unregistered": sorted(o for o in ops - core if op_def_registry.get(o) is None)}
+model = tf.saved_model.load(spec["path"])
+serve = model.signatures["serving_default"]
+def run(texts):
+    out = serve(text=tf.constant(texts, tf.string))
+    return {k: (v.numpy().astype(str) if v.dtype == tf.string else v.numpy()).tolist()
+            for k, v in out.items()}
+report["answer"] = run(spec["text"])
+report["empty"] = {k: list(v.shape) for k, v in serve(text=tf.constant([], tf.string)).items()}
+report["blank"] = run(["", ""])
+try:
+    serve(text=tf.constant(["x" * 20001]))
+    report["too_long"] = "no error"
+except tf.errors.InvalidArgumentError as err:
+    report["too_long"] = err.message
+report["albert_tf_imported"] = any(m.startswith("albert_tf") for m in sys.modules)
+print(json.dumps(report))
+"""
+
+
+def test_saved_model_finds_the_trainers_entities_in_a_fresh_process(tagger, tmp_path):
+    trainer, result, _ = tagger
+    path = export_saved_model(result["best_dir"], tmp_path / "exported" / "ner", version=1)
+    extra = tmp_path / "exported/ner/1/assets.extra"
+    assert json.loads((extra / "labels.json").read_text()) == TAGS
+    metadata = json.loads((extra / "albert_tf.json").read_text())
+    assert metadata["task"] == "tagging" and metadata["limits"]["max_text_chars"] == 20000
+    items = _sentences(6, 3)
+    # Longer than one window of 22 pieces: entities in the second window count too.
+    long = TaggingExample("long", "。".join(x.text for x in items[:4]), ())
+    texts = [x.text for x in items] + [long.text, "", "no entity here"]
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"path": path, "text": texts}))
+    run = subprocess.run(
+        [sys.executable, "-c", _SERVE, str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,  # albert_tf must not be importable by accident
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["albert_tf_imported"] is False and report["unregistered"] == []
+    best = TaggingTrainer(
+        AlbertTokenClassifier.from_config(trainer.model.get_config()),
+        trainer.tokenizer,
+        tag_names=TAGS,
+        output_dir=tmp_path / "unused",
+        max_seq_length=MAX_SEQ_LENGTH,
+    )
+    from albert_tf.checkpoints.saved_format import load_task_model
+
+    best.model.set_weights(load_task_model(result["best_dir"], "tagging").get_weights())
+    blank, plain = TaggingExample("e", "", ()), TaggingExample("n", texts[-1], ())
+    want = best.predict([*items, long, blank, plain])
+    got = report["answer"]
+    assert len(got["starts"]) == len(texts)
+    for row, entities in enumerate(want):
+        n = len(entities)
+        assert [(e.start, e.end, e.label) for e, _ in entities] == list(
+            zip(got["starts"][row][:n], got["ends"][row][:n], got["labels"][row][:n], strict=True)
+        )
+        assert got["starts"][row][n:] == [-1] * (len(got["starts"][row]) - n)
+        assert got["labels"][row][n:] == [""] * (len(got["labels"][row]) - n)
+        np.testing.assert_allclose(got["scores"][row][:n], [s for _, s in entities], atol=1e-4)
+    assert len(want[len(items)]) > 6  # the long text's entities, over both windows
+    # The model learned: most of the test items' own entities come back.
+    found = [
+        set(zip(got["starts"][row], got["ends"][row], got["labels"][row], strict=True))
+        - {(-1, -1, "")}
+        for row in range(len(items))
+    ]
+    gold = [{(e.start, e.end, e.label) for e in item.entities} for item in items]
+    assert entity_scores(gold, found)["f1"] >= 0.75, (texts, found)
+    assert report["empty"] == {"starts": [0, 0], "ends": [0, 0], "labels": [0, 0], "scores": [0, 0]}
+    assert report["blank"]["starts"] == [[], []]
+    assert "text length exceeds the serving limit of 20,000" in report["too_long"]
+
+
+def test_finetune_command_tags_from_files(tokenizer, mc_models, tmp_path):
+    rows = [
+        {
+            "id": item.id,
+            "text": item.text,
+            "entities": [
+                {
+                    "start": e.start,
+                    "end": e.end,
+                    "label": e.label,
+                    "text": item.text[e.start : e.end],
+                }
+                for e in item.entities
+            ],
+        }
+        for item in _sentences(200, 4)
+    ]
+    rows[0]["entities"][0]["text"] = "wrong"
+    data = tmp_path / "train.jsonl"
+    data.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\nnot json\n")
+    config = tmp_path / "config.json"
+    _model(tokenizer).config.to_hf_json(config)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.finetune",
+            "--task=tagging",
+            f"--init_config={config}",
+            f"--tokenizer_dir={mc_models['zh']['model'] / 'tokenizer'}",
+            f"--train_files={data}",
+            f"--output_dir={tmp_path / 'run'}",
+            f"--export_dir={tmp_path / 'exported'}",
+            "--max_seq_length=24",
+            "--num_train_steps=6",
+            "--eval_every=3",
+            "--batch_size=8",
+            "--progress=false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "skipped 2 bad input(s): {'entity_text_mismatch': 1, 'invalid_json': 1}" in run.stdout
+    assert "train: " in run.stdout and "entities {'LOC':" in run.stdout
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["metric"] == "f1" and summary["steps"] == 6
+    assert {"precision", "recall", "f1", "per_label"} <= set(summary["test"])
+    # The gazetteer knows every name of these templates: it finds nearly all.
+    assert summary["test_gazetteer"]["f1"] > 0.9
+    extra = tmp_path / "exported" / "1" / "assets.extra"
+    assert json.loads((extra / "labels.json").read_text()) == TAGS
+    card = json.loads((extra / "model_card.json").read_text())
+    assert card["task"] == "named entities: LOC, ORG, PER"
+    assert card["held_out"]["f1"] == summary["test"]["f1"]
+    assert card["held_out"]["gazetteer_f1"] == summary["test_gazetteer"]["f1"]
