@@ -61,6 +61,7 @@ from albert_tf.data.inputs import DATA_SUFFIXES, resolve_inputs
 #: Why `read_tagging` skips a row (the keys of its ``skipped`` counter).
 SKIP_REASONS = (
     "invalid_json",  # a JSON line that does not parse to an object
+    "invalid_text",  # a text that is not valid Unicode (a lone surrogate escape)
     "missing_text",  # no string "text"
     "empty_text",  # a blank "text"
     "bad_entity",  # an entity that is not an object / span with int offsets inside the text
@@ -234,6 +235,11 @@ def _json_rows(path: str) -> Iterator[_Result]:
         if not text.strip():
             yield "empty_text", None
             continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate ("\ud800") that JSON lets through
+            yield "invalid_text", None
+            continue
         spans = _raw_spans(record)
         entities: list[Entity] = []
         reason = None
@@ -400,17 +406,13 @@ def pack_tagging(texts: tf.Tensor, tokenizer, max_seq_length: int) -> dict[str, 
         ``piece_ids``, ``piece_starts``, ``piece_ends``: int32 ragged [B, (pieces)],
         each piece's id and its characters' span in its text (end exclusive);
         ``word_starts``: bool ragged [B, (pieces)], whether a piece begins a word
-        (only those are tagged).
+        (only those are tagged; a text's first piece always does).
     """
     if max_seq_length < 3:
         raise ValueError(
             f"max_seq_length must be at least 3 ([CLS] text [SEP]), got {max_seq_length}"
         )
-    if not hasattr(tokenizer, "tokenize_with_offsets"):
-        raise NotImplementedError(
-            f"tagging needs character offsets, which {type(tokenizer).__name__} does not give "
-            "yet: use a WordPiece vocabulary (Chinese and uncased English ALBERT/BERT ones)"
-        )
+    check_tokenizer(tokenizer)
     width = max_seq_length - 2
     ids, starts, ends = tokenizer.tokenize_with_offsets(tf.convert_to_tensor(texts, tf.string))
     lengths = tf.cast(ids.row_lengths(), tf.int32)
@@ -443,12 +445,31 @@ def pack_tagging(texts: tf.Tensor, tokenizer, max_seq_length: int) -> dict[str, 
         "piece_ids": ids,
         "piece_starts": starts,
         "piece_ends": ends,
-        "word_starts": ids.with_flat_values(tf.gather(word_start_mask, ids.flat_values)),
+        # A text's first piece opens a word whatever its id: no word spans two texts.
+        "word_starts": ids.with_flat_values(
+            tf.gather(word_start_mask, ids.flat_values) | (position == 0)
+        ),
     }
+
+
+def check_tokenizer(tokenizer) -> None:
+    """Refuses a tokenizer that cannot give character offsets (a ValueError that says
+    which can): SentencePiece, and cased WordPiece."""
+    if not hasattr(tokenizer, "tokenize_with_offsets") or not getattr(
+        tokenizer, "lower_case", True
+    ):
+        kind = getattr(tokenizer, "kind", type(tokenizer).__name__)
+        cased = " (cased)" if hasattr(tokenizer, "tokenize_with_offsets") else ""
+        raise ValueError(
+            f"tagging needs each piece's characters, which a {kind}{cased} tokenizer does "
+            "not give yet: use an uncased WordPiece vocabulary (Chinese ALBERT/BERT "
+            "vocabularies, uncased English BERT ones)"
+        )
 
 
 def piece_tags(
     starts: np.ndarray,
+    ends: np.ndarray,
     word_starts: np.ndarray,
     entities: Sequence[Entity],
     tag_index: dict[str, int],
@@ -456,28 +477,40 @@ def piece_tags(
 ) -> tuple[np.ndarray, int]:
     """BIO tag ids of a text's pieces: the first piece of each word gets the tag of
     the entity its first character lies in (``B-`` for the entity's first word),
-    other pieces `IGNORED`. Also returns how many entities no word starts in
-    (an entity boundary inside a word: it cannot be tagged).
+    other pieces `IGNORED`. An entity whose start or end falls inside a word cannot
+    be tagged (no tag sequence decodes to it): its words are `IGNORED` too, and the
+    second value returned counts such entities.
 
-    >>> tags, lost = piece_tags(np.array([0, 1, 2, 3]), np.array([True] * 4),
-    ...     [Entity(1, 3, "PER")], {"O": 0, "B-PER": 1, "I-PER": 2}, 4)
+    >>> tags, lost = piece_tags(np.array([0, 1, 2, 3]), np.array([1, 2, 3, 4]),
+    ...     np.array([True] * 4), [Entity(1, 3, "PER")], {"O": 0, "B-PER": 1, "I-PER": 2}, 4)
     >>> tags.tolist(), lost
     ([0, 1, 2, 0], 0)
+    >>> tags, lost = piece_tags(np.array([0, 2]), np.array([2, 4]), np.array([True, False]),
+    ...     [Entity(0, 3, "PER")], {"O": 0, "B-PER": 1, "I-PER": 2}, 4)
+    >>> tags.tolist(), lost
+    ([-1, -1], 1)
     """
+    _, word_start_chars, word_end_chars = word_spans(starts, ends, word_starts)
+    starts_set, ends_set = set(word_start_chars.tolist()), set(word_end_chars.tolist())
     owner = np.full(text_length + 1, -1)
+    lost = 0
     for index, entity in enumerate(entities):
-        owner[entity.start : entity.end] = index
+        aligned = entity.start in starts_set and entity.end in ends_set
+        owner[entity.start : entity.end] = index if aligned else -2
+        lost += not aligned
     tags = np.full(len(starts), IGNORED, np.int32)
     tagged: set[int] = set()
     for i in np.flatnonzero(word_starts):
         entity = owner[starts[i]]
+        if entity == -2:
+            continue  # inside an entity no word boundary matches: not scored
         if entity < 0:
             tags[i] = tag_index["O"]
             continue
         prefix = "I" if entity in tagged else "B"
         tags[i] = tag_index[f"{prefix}-{entities[entity].label}"]
         tagged.add(entity)
-    return tags, len(entities) - len(tagged)
+    return tags, lost
 
 
 def word_spans(
@@ -572,7 +605,10 @@ def encode_tagging(
         for row, item in enumerate(chunk):
             piece_starts = np.array(starts[row], np.int32)
             is_word = np.array(word_starts[row], bool)
-            tags, lost = piece_tags(piece_starts, is_word, item.entities, tag_index, len(item.text))
+            piece_ends = np.array(ends[row], np.int32)
+            tags, lost = piece_tags(
+                piece_starts, piece_ends, is_word, item.entities, tag_index, len(item.text)
+            )
             windows = []
             for k, w in enumerate(np.flatnonzero(window_text == row)):
                 n = lengths[w]
@@ -581,9 +617,7 @@ def encode_tagging(
                     [[IGNORED], tags[k * width : k * width + n - 2], [IGNORED]]
                 ).astype(np.int32)
                 windows.append(window)
-            first, word_start_chars, word_end_chars = word_spans(
-                piece_starts, np.array(ends[row], np.int32), is_word
-            )
+            first, word_start_chars, word_end_chars = word_spans(piece_starts, piece_ends, is_word)
             encoded.append(
                 {
                     "windows": windows,
@@ -592,6 +626,7 @@ def encode_tagging(
                     "word_end_chars": word_end_chars,
                     "entities": {(e.start, e.end, e.label) for e in item.entities},
                     "lost": lost,
+                    "labelled": item.labelled,
                 }
             )
     return encoded

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from albert_tf.models.backbone import BACKBONE_INPUTS
 from albert_tf.serving.id_checks import check_max_seq_length
-from albert_tf.tasks.tagging.data import check_tag_names, pack_tagging
+from albert_tf.tasks.tagging.data import check_tag_names, check_tokenizer, pack_tagging
 
 _TEXT = tf.TensorSpec([None], tf.string)
 
@@ -55,6 +55,7 @@ class TaggerServingModule(tf.Module):
     def __init__(self, model, tokenizer, max_seq_length: int, tag_names: Sequence[str]):
         super().__init__(name="albert_tagger")
         check_max_seq_length(model, max_seq_length)
+        check_tokenizer(tokenizer)
         check_tag_names(tag_names)
         if len(tag_names) != model.num_tags:
             raise ValueError(f"{len(tag_names)} tag names for {model.num_tags} tags: {tag_names}")
@@ -109,7 +110,13 @@ class TaggerServingModule(tf.Module):
         return tf.boolean_mask(tf.nn.softmax(logits)[:, 1:], tf.sequence_mask(pieces, width))
 
     def _entities(self, packed: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        probabilities = self._piece_probabilities(packed)
+        return self.decode(self._piece_probabilities(packed), packed)
+
+    def decode(
+        self, probabilities: tf.Tensor, packed: dict[str, tf.Tensor]
+    ) -> dict[str, tf.Tensor]:
+        """The entities of `serving_default` from tag probabilities [pieces of all
+        texts, tags] and `pack_tagging`'s offsets."""
         tags = tf.argmax(probabilities, -1, output_type=tf.int32)
         confidence = tf.reduce_max(probabilities, -1)
         is_word = packed["word_starts"].flat_values

@@ -43,6 +43,11 @@ class TaggingTask(FineTuningTask):
         for name, files in (("dev", settings.dev_files), ("test", settings.test_files)):
             if files:
                 items, part_skipped = read_tagging(files)
+                if not all(item.labelled for item in items):
+                    raise ValueError(
+                        f"--{name}_files has texts without entity annotations: scoring them "
+                        "would count every entity as missed; give annotated files"
+                    )
                 report(name, items, part_skipped, names)
                 parts[name] = items
         return TaskData(train, parts["dev"], parts["test"], skipped, names)

@@ -18,6 +18,7 @@ from albert_tf.tasks.tagging.data import (
     Entity,
     TaggingExample,
     check_tag_names,
+    check_tokenizer,
     decode_entities,
     encode_tagging,
     tagging_batches,
@@ -45,8 +46,10 @@ class TaggingTrainer(FineTuningTrainer):
     item_type = TaggingExample
     metric = "f1"
     label_spec = tf.TensorSpec([None, None], tf.int32)
+    label_padding = IGNORED
 
     def __init__(self, model, tokenizer, *, tag_names: Sequence[str], **kwargs):
+        check_tokenizer(tokenizer)  # before anything is built: the offsets are a must
         super().__init__(model, tokenizer, **kwargs)
         check_tag_names(tag_names)
         if len(tag_names) != model.num_tags:
@@ -62,6 +65,9 @@ class TaggingTrainer(FineTuningTrainer):
     def batches(self, encoded, batch_size, shuffle=False, seed=0):
         windows = [window for item in encoded for window in item["windows"]]
         return tagging_batches(windows, batch_size, shuffle=shuffle, seed=seed)
+
+    def training_units(self, encoded) -> int:
+        return sum(len(item["windows"]) for item in encoded)
 
     def trained_variables(self) -> list:
         # The pooler ([CLS] → tanh) feeds no tag; Hugging Face's tagger has none.
@@ -80,7 +86,7 @@ class TaggingTrainer(FineTuningTrainer):
     def _piece_probabilities(self, encoded: list[dict]) -> tuple[list[np.ndarray], float]:
         """Per item, tag probabilities [pieces, tags] of its pieces; the summed loss."""
         windows = [(i, w) for i, item in enumerate(encoded) for w in item["windows"]]
-        # Longest windows first in similar-length batches; put back in order below.
+        # Windows sorted by length into batches (little padding); put back in order below.
         order = sorted(range(len(windows)), key=lambda k: len(windows[k][1]["token_ids"]))
         pieces: list[np.ndarray | None] = [None] * len(windows)
         loss = 0.0
@@ -88,8 +94,8 @@ class TaggingTrainer(FineTuningTrainer):
         for begin in range(0, len(order), size):
             batch = order[begin : begin + size]
             features, tags = next(tagging_batches([windows[k][1] for k in batch], len(batch)))
-            logits = self.logits(features)
-            loss += float(self.loss_sums(logits, tags)[0])
+            logits = self.logits(features)  # longer than the tags under XLA
+            loss += float(self.loss_sums(logits[:, : tags.shape[1]], tags)[0])
             probabilities = tf.nn.softmax(logits, -1).numpy()
             for row, k in enumerate(batch):
                 n = len(windows[k][1]["token_ids"])
@@ -128,6 +134,11 @@ class TaggingTrainer(FineTuningTrainer):
         encoded = self._encoded(data)
         if not encoded:
             raise ValueError("evaluate() needs at least one item")
+        if not all(item["labelled"] for item in encoded):
+            raise ValueError(
+                "evaluate() needs annotated texts: a file without entity annotations is "
+                "read as unlabelled text (predict() tags it)"
+            )
         probabilities, loss = self._piece_probabilities(encoded)
         predicted = [
             {(e.start, e.end, e.label) for e, _ in self._entities(item, p)}

@@ -123,6 +123,8 @@ class FineTuningTrainer:
     #: Shapes of the step functions' id inputs and labels.
     ids_spec = tf.TensorSpec([None, None], tf.int32)
     label_spec = tf.TensorSpec([None], tf.int32)
+    #: What pads labels that have a length axis (per-piece labels) under XLA.
+    label_padding = 0
 
     def __init__(
         self,
@@ -243,6 +245,10 @@ class FineTuningTrainer:
         """Dev or test metrics, `metric` among them, and ``count``."""
         raise NotImplementedError
 
+    def training_units(self, encoded: Sequence) -> int:
+        """How many sequences one pass over ``encoded`` trains on (an epoch's length)."""
+        return len(encoded)
+
     def trained_variables(self) -> list:
         """The variables fine-tuning updates: all the model's trainable ones, less
         those the task's output does not depend on (they would get no gradient)."""
@@ -320,10 +326,12 @@ class FineTuningTrainer:
                     encoded, micro, shuffle=True, seed=self.seed + epoch
                 ):
                     features = self._fixed_shape(features)
-                    yield (
-                        {name: features[name] for name in FEATURES},
-                        np.asarray(labels, label_dtype),
-                    )
+                    labels = np.asarray(labels, label_dtype)
+                    if labels.ndim > 1:  # a label per piece: as long as the padded ids
+                        extra = features["token_ids"].shape[-1] - labels.shape[-1]
+                        widths = [(0, 0)] * (labels.ndim - 1) + [(0, extra)]
+                        labels = np.pad(labels, widths, constant_values=self.label_padding)
+                    yield {name: features[name] for name in FEATURES}, labels
 
         return tf.data.Dataset.from_generator(epochs, output_signature=self.batch_spec).prefetch(2)
 
@@ -363,7 +371,7 @@ class FineTuningTrainer:
             raise ValueError("fit() needs non-empty train and dev sets")
         accumulation = self.gradient_accumulation_steps
         micro = self.batch_size // accumulation
-        micro_per_epoch = math.ceil(len(train_enc) / micro)
+        micro_per_epoch = math.ceil(self.training_units(train_enc) / micro)
         steps_per_epoch = math.ceil(micro_per_epoch / accumulation)
         total = self.num_train_steps or max(1, round(self.num_epochs * steps_per_epoch))
         steps = self.build_steps(total)

@@ -313,3 +313,56 @@ def test_finetune_command_tags_from_files(tokenizer, mc_models, tmp_path):
     assert card["task"] == "named entities: LOC, ORG, PER"
     assert card["held_out"]["f1"] == summary["test"]["f1"]
     assert card["held_out"]["gazetteer_f1"] == summary["test_gazetteer"]["f1"]
+
+
+def test_graph_decoding_equals_conlleval_chunks_on_any_tags(tokenizer):
+    # The SavedModel's in-graph decoding against bio_chunks (itself equal to seqeval's
+    # chunking, tests/training/finetuning/test_entity_metrics.py) on random tags,
+    # ill-formed ones included (I- after O, a type switch, an entity running to the end
+    # of one text before a text that opens with I- of the same type).
+    from albert_tf.tasks.tagging.data import decode_entities, word_spans
+    from albert_tf.tasks.tagging.serving import TaggerServingModule
+
+    module = TaggerServingModule(_model(tokenizer), tokenizer, MAX_SEQ_LENGTH, TAGS)
+    texts = [x.text for x in _sentences(12, 5)] + ["", "王明Smith在北京。"]
+    packed = pack_tagging(tf.constant(texts), tokenizer, MAX_SEQ_LENGTH)
+    rng = np.random.RandomState(0)
+    pieces = int(packed["piece_ids"].flat_values.shape[0])
+    probabilities = rng.dirichlet(np.full(len(TAGS), 0.3), size=pieces).astype("float32")
+    got = {k: v.numpy() for k, v in module.decode(tf.constant(probabilities), packed).items()}
+    chosen = probabilities.argmax(-1)
+    offset = 0
+    for row, length in enumerate(packed["piece_ids"].row_lengths().numpy()):
+        starts = packed["piece_starts"][row].numpy()
+        ends = packed["piece_ends"][row].numpy()
+        first, word_starts, word_ends = word_spans(starts, ends, packed["word_starts"][row].numpy())
+        tags = [TAGS[t] for t in chosen[offset + first]]
+        want = [(e.start, e.end, e.label) for e in decode_entities(tags, word_starts, word_ends)]
+        n = len(want)
+        labels = [label.decode() for label in got["labels"][row][:n]]
+        spans = zip(got["starts"][row][:n], got["ends"][row][:n], labels, strict=True)
+        assert list(spans) == want, row
+        assert (got["starts"][row][n:] == -1).all() and (got["labels"][row][n:] == b"").all()
+        offset += length
+    assert sum(got["starts"].ravel() >= 0) > 20  # the random tags made many entities
+
+
+def test_refused_input_is_named(tokenizer, mc_models, tmp_path):
+    english = load_tokenizer(mc_models["en"]["model"] / "tokenizer")  # SentencePiece
+    with pytest.raises(ValueError, match="tagging needs each piece's characters"):
+        _trainer(_model(english), english, tmp_path)
+    trainer = _trainer(_model(tokenizer), tokenizer, tmp_path)
+    unlabelled = [TaggingExample("u", "王明在北京", (), "zh", labelled=False)]
+    with pytest.raises(ValueError, match="evaluate\\(\\) needs annotated texts"):
+        trainer.evaluate(unlabelled)
+    assert len(trainer.predict(unlabelled)) == 1  # predict() tags unannotated text
+
+
+def test_tagger_trains_with_xla(tokenizer, tmp_path):
+    # Under XLA the ids are padded to a multiple of 64; the per-piece tags must follow.
+    trainer = _trainer(
+        _model(tokenizer), tokenizer, tmp_path, jit_compile=True, num_train_steps=2, eval_every=2
+    )
+    result = trainer.fit(_sentences(16, 6), _sentences(8, 7))
+    assert result["steps"] == 2 and np.isfinite(result["history"][-1]["train_loss"])
+    assert 0.0 <= result["history"][-1]["dev_f1"] <= 1.0
