@@ -31,7 +31,7 @@ INPUT_FLAGS = (
 
 def command_of(flagfile: pathlib.Path) -> str:
     name = flagfile.stem
-    if name.startswith(("classify_", "finetune_")) or name.endswith("_finetune"):
+    if name.startswith(("classify_", "finetune_", "tag_", "qa_")) or name.endswith("_finetune"):
         return "finetune"
     return "pretrain"
 
