@@ -4,9 +4,10 @@
 
 writes ``exported/albert_mc/<version>/`` (next free version unless
 ``--version``) with signatures ``serving_default`` (raw text),
-``score_ids`` (token ids) and ``tokenize``. The checkpoint's ``finetune.json``
-says the task: multiple choice, or text classification (inputs ``text`` and
-``text_pair``). See docs/serving.md.
+``score_ids`` (token ids; not for tagging) and ``tokenize``. The checkpoint's
+``finetune.json`` says the task: multiple choice, text classification (inputs
+``text`` and ``text_pair``) or tagging (input ``text``, entities out). See
+docs/serving.md.
 
     python -m albert_tf.export --kind=encoder --checkpoint=runs/base/final \
         --export_dir=exported/albert_base_hub

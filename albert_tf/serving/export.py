@@ -4,11 +4,14 @@ Layout written (TF Serving watches ``BASE/NAME`` and serves the highest
 numeric version)::
 
     BASE/NAME/<version>/
-      saved_model.pb, variables/      signatures serving_default, score_ids, tokenize
+      saved_model.pb, variables/      the task's signatures: serving_default (raw
+                                      text), tokenize, and score_ids (token ids)
+                                      except for tagging
       assets/                         tokenizer assets the graph reads (vocab.txt)
       assets.extra/albert_tf.json     task, settings, request limits and provenance
                                       (ignored by TF Serving)
-      assets.extra/labels.json        a classifier's label names, by class index
+      assets.extra/labels.json        a classifier's label names by class index, a
+                                      tagger's tags
       assets.extra/model_card.json    what the model was trained on and how it scored
                                       (when given; the Streamlit app shows it)
       assets.extra/tokenizer/         the tokenizer, for clients that tokenise themselves
