@@ -21,6 +21,7 @@ UNK_WARNING_SHARE = 0.1
 # Exports older than text classification have no "task" key: they are multiple choice.
 MULTIPLE_CHOICE_TASKS = ("multiple_choice", None)
 CLASSIFICATION_TASKS = ("classification",)
+TAGGING_TASKS = ("tagging",)
 
 SPECIAL_PIECES = ("[CLS]", "[SEP]", "[PAD]", "<pad>", "")
 UNKNOWN_PIECES = ("[UNK]", "<unk>")

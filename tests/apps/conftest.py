@@ -40,3 +40,13 @@ def classifier_models(shared_builds):
 
     with build_lock(shared_builds):
         return models(shared_builds)
+
+
+@pytest.fixture(scope="session")
+def tagger_models(shared_builds):
+    """A tiny Chinese tagger with a card, built once per run (helpers/tagger_helpers.py)."""
+    from helpers.tagger_helpers import models
+    from helpers.testing_utils import build_lock
+
+    with build_lock(shared_builds):
+        return models(shared_builds)
