@@ -58,7 +58,6 @@ import dataclasses
 import json
 import math
 import os
-import random
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -67,6 +66,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.data.batching import bucketed_batches
 from albert_tf.data.corpus import open_binary
 from albert_tf.data.inputs import DATA_SUFFIXES, resolve_inputs
 
@@ -457,23 +457,15 @@ def classification_batches(
     >>> [(f["token_ids"].shape, y.dtype.name) for f, y in classification_batches(enc, 2, True)]
     [((2, 4), 'float32'), ((2, 9), 'float32')]
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    batches = bucketed_batches(
+        [len(e["token_ids"]) for e in encoded],
+        batch_size,
+        shuffle=shuffle,
+        seed=seed,
+        bucket_batches=BUCKET_BATCHES,
+    )
     # One dtype for the whole pass: decided by all labels, not batch by batch.
     regression = any(np.asarray(e["label"]).dtype.kind == "f" for e in encoded)
     label_dtype = np.float32 if regression else np.int32
-    order = list(range(len(encoded)))
-    rng = random.Random(seed)
-    if shuffle:
-        rng.shuffle(order)
-        window = batch_size * BUCKET_BATCHES
-        order = [
-            i
-            for w in range(0, len(order), window)
-            for i in sorted(order[w : w + window], key=lambda i: len(encoded[i]["token_ids"]))
-        ]
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    if shuffle:
-        rng.shuffle(batches)
     for batch in batches:
         yield _collate([encoded[i] for i in batch], label_dtype)

@@ -39,13 +39,13 @@ import collections
 import dataclasses
 import json
 import os
-import random
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.batching import bucketed_batches
 from albert_tf.data.choices import CONTEXT_KEEP
 from albert_tf.data.corpus import open_binary
 from albert_tf.data.inputs import resolve_inputs
@@ -418,18 +418,12 @@ def multiple_choice_batches(
     >>> [f["token_ids"].shape for f, _ in multiple_choice_batches(enc, 2, shuffle=True)]
     [(2, 2, 4), (2, 2, 9)]
     """
-    order = list(range(len(encoded)))
-    if shuffle:
-        rng = random.Random(seed)
-        rng.shuffle(order)
-        window = batch_size * bucket_batches
-        order = [
-            i
-            for w in range(0, len(order), window)
-            for i in sorted(order[w : w + window], key=lambda i: encoded[i]["token_ids"].size)
-        ]
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    if shuffle:
-        rng.shuffle(batches)
+    batches = bucketed_batches(
+        [e["token_ids"].size for e in encoded],
+        batch_size,
+        shuffle=shuffle,
+        seed=seed,
+        bucket_batches=bucket_batches,
+    )
     for batch in batches:
         yield collate([encoded[i] for i in batch])

@@ -46,7 +46,6 @@ import collections
 import dataclasses
 import json
 import os
-import random
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -54,6 +53,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.batching import bucketed_batches
 from albert_tf.data.chinese_wwm import is_cjk_char
 from albert_tf.data.corpus import open_binary
 from albert_tf.data.inputs import DATA_SUFFIXES, resolve_inputs
@@ -469,29 +469,31 @@ def check_tokenizer(tokenizer) -> None:
 
 def piece_tags(
     starts: np.ndarray,
-    ends: np.ndarray,
     word_starts: np.ndarray,
+    word_bounds: tuple[np.ndarray, np.ndarray],
     entities: Sequence[Entity],
     tag_index: dict[str, int],
     text_length: int,
 ) -> tuple[np.ndarray, int]:
     """BIO tag ids of a text's pieces: the first piece of each word gets the tag of
     the entity its first character lies in (``B-`` for the entity's first word),
-    other pieces `IGNORED`. An entity whose start or end falls inside a word cannot
-    be tagged (no tag sequence decodes to it): its words are `IGNORED` too, and the
+    other pieces `IGNORED`. ``word_bounds``: the words' first characters and ends
+    (`word_spans`). An entity whose start or end falls inside a word cannot be
+    tagged (no tag sequence decodes to it): its words are `IGNORED` too, and the
     second value returned counts such entities.
 
-    >>> tags, lost = piece_tags(np.array([0, 1, 2, 3]), np.array([1, 2, 3, 4]),
-    ...     np.array([True] * 4), [Entity(1, 3, "PER")], {"O": 0, "B-PER": 1, "I-PER": 2}, 4)
+    >>> tags, lost = piece_tags(np.array([0, 1, 2, 3]), np.array([True] * 4),
+    ...     (np.array([0, 1, 2, 3]), np.array([1, 2, 3, 4])), [Entity(1, 3, "PER")],
+    ...     {"O": 0, "B-PER": 1, "I-PER": 2}, 4)
     >>> tags.tolist(), lost
     ([0, 1, 2, 0], 0)
-    >>> tags, lost = piece_tags(np.array([0, 2]), np.array([2, 4]), np.array([True, False]),
-    ...     [Entity(0, 3, "PER")], {"O": 0, "B-PER": 1, "I-PER": 2}, 4)
+    >>> tags, lost = piece_tags(np.array([0, 2]), np.array([True, False]),
+    ...     (np.array([0]), np.array([4])), [Entity(0, 3, "PER")],
+    ...     {"O": 0, "B-PER": 1, "I-PER": 2}, 4)
     >>> tags.tolist(), lost
     ([-1, -1], 1)
     """
-    _, word_start_chars, word_end_chars = word_spans(starts, ends, word_starts)
-    starts_set, ends_set = set(word_start_chars.tolist()), set(word_end_chars.tolist())
+    starts_set, ends_set = (set(bounds.tolist()) for bounds in word_bounds)
     owner = np.full(text_length + 1, -1)
     lost = 0
     for index, entity in enumerate(entities):
@@ -582,9 +584,10 @@ def encode_tagging(
 
     Returns one dict per item: ``windows``, a list of dicts of 1-D int32
     ``token_ids``, ``segment_ids``, ``padding_mask`` and ``tags`` (`IGNORED`
-    where not scored) of the window's own length; ``word_starts``,
-    ``word_start_chars`` and ``word_end_chars``; ``entities``, the gold spans as
-    ``(start, end, label)`` tuples; ``lost``, entities no word starts in.
+    where not scored) of the window's own length; ``word_pieces`` (the pieces
+    that start words), ``word_start_chars`` and ``word_end_chars`` (`word_spans`);
+    ``entities``, the gold spans as ``(start, end, label)`` tuples; ``lost``, the
+    entities with a boundary inside a word (`piece_tags`); ``labelled``.
     """
     tag_index = {name: i for i, name in enumerate(tag_names)}
     unknown = {e.label for item in items for e in item.entities} - {n[2:] for n in tag_names}
@@ -605,9 +608,16 @@ def encode_tagging(
         for row, item in enumerate(chunk):
             piece_starts = np.array(starts[row], np.int32)
             is_word = np.array(word_starts[row], bool)
-            piece_ends = np.array(ends[row], np.int32)
+            first, word_start_chars, word_end_chars = word_spans(
+                piece_starts, np.array(ends[row], np.int32), is_word
+            )
             tags, lost = piece_tags(
-                piece_starts, piece_ends, is_word, item.entities, tag_index, len(item.text)
+                piece_starts,
+                is_word,
+                (word_start_chars, word_end_chars),
+                item.entities,
+                tag_index,
+                len(item.text),
             )
             windows = []
             for k, w in enumerate(np.flatnonzero(window_text == row)):
@@ -617,7 +627,6 @@ def encode_tagging(
                     [[IGNORED], tags[k * width : k * width + n - 2], [IGNORED]]
                 ).astype(np.int32)
                 windows.append(window)
-            first, word_start_chars, word_end_chars = word_spans(piece_starts, piece_ends, is_word)
             encoded.append(
                 {
                     "windows": windows,
@@ -641,21 +650,13 @@ def tagging_batches(
     With ``shuffle``, windows are shuffled, sorted by length inside groups of
     `BUCKET_BATCHES` batches, and the batches shuffled again, all from ``seed``.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
-    order = list(range(len(windows)))
-    rng = random.Random(seed)
-    if shuffle:
-        rng.shuffle(order)
-        group = batch_size * BUCKET_BATCHES
-        order = [
-            i
-            for g in range(0, len(order), group)
-            for i in sorted(order[g : g + group], key=lambda i: len(windows[i]["token_ids"]))
-        ]
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    if shuffle:
-        rng.shuffle(batches)
+    batches = bucketed_batches(
+        [len(w["token_ids"]) for w in windows],
+        batch_size,
+        shuffle=shuffle,
+        seed=seed,
+        bucket_batches=BUCKET_BATCHES,
+    )
     for batch in batches:
         rows = [windows[i] for i in batch]
         length = max(len(w["token_ids"]) for w in rows)
