@@ -35,6 +35,15 @@ def build_lock(root: pathlib.Path) -> Iterator[None]:
 #: The shape of the tests that train (pretraining, fine-tuning, serving): two layers
 #: of width 32 keep a step in the milliseconds.
 TWO_LAYERS = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+#: Overrides for a model that must learn a toy task in a few hundred steps: wider, no dropout.
+LEARNS = dict(
+    embedding_size=32,
+    hidden_size=64,
+    num_hidden_layers=2,
+    intermediate_size=128,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
 
 
 def tiny_config(**overrides):

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from helpers.numerics import albert_budget
-from helpers.testing_utils import tiny_config
+from helpers.serving_scripts import OP_SCAN
+from helpers.testing_utils import LEARNS, tiny_config
 
 import albert_tf
 from albert_tf.serving import export_saved_model
@@ -59,12 +60,7 @@ def _model(tokenizer, num_labels):
     keras.utils.set_random_seed(0)
     config = tiny_config(
         vocab_size=tokenizer.vocabulary_size,
-        embedding_size=32,
-        hidden_size=64,
-        num_hidden_layers=2,
-        intermediate_size=128,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
+        **LEARNS,
         classifier_dropout_prob=0.0,
     )
     return albert_tf.AlbertTextClassifier.from_albert_config(config, num_labels=num_labels)
@@ -132,24 +128,9 @@ def test_wrong_metric_and_label_count_are_named(tokenizer, tmp_path):
         _trainer(_model(tokenizer, 2), tokenizer, tmp_path, label_names=["a", "b", "c"])
 
 
-_SERVE = r"""
-import json, sys
-import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
-from tensorflow.python.framework import op_def_registry
-
-spec = json.load(open(sys.argv[1]))
-proto = saved_model_pb2.SavedModel()
-proto.ParseFromString(open(spec["path"] + "/saved_model.pb", "rb").read())
-graph = proto.meta_graphs[0].graph_def
-ops = {n.op for n in graph.node}
-for f in graph.library.function:
-    ops |= {n.op for n in f.node_def}
-ops -= {f.signature.name for f in graph.library.function}
-core = {o for o in ops if op_def_registry.get(o) is not None}
-import tensorflow_text  # noqa: F401  (registers its ops)
-report = {"unregistered": sorted(o for o in ops - core if op_def_registry.get(o) is None),
-          "tf_text": sorted(o for o in ops - core if op_def_registry.get(o) is not None)}
+_SERVE = (
+    OP_SCAN
+    + r"""
 model = tf.saved_model.load(spec["path"])
 serve = model.signatures["serving_default"]
 out = serve(text=tf.constant(spec["text"]), text_pair=tf.constant(spec["text_pair"]))
@@ -165,6 +146,7 @@ except tf.errors.InvalidArgumentError as err:
 report["albert_tf_imported"] = any(m.startswith("albert_tf") for m in sys.modules)
 print(json.dumps(report))
 """
+)
 
 
 def test_saved_model_answers_as_the_keras_model_in_a_fresh_process(

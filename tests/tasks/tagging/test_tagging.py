@@ -15,7 +15,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers.testing_utils import tiny_config
+from helpers.serving_scripts import OP_SCAN
+from helpers.testing_utils import LEARNS, tiny_config
 
 from albert_tf.serving import export_saved_model
 from albert_tf.tasks.tagging.data import (
@@ -72,12 +73,7 @@ def _model(tokenizer, num_tags=7):
     keras.utils.set_random_seed(0)
     config = tiny_config(
         vocab_size=tokenizer.vocabulary_size,
-        embedding_size=32,
-        hidden_size=64,
-        num_hidden_layers=2,
-        intermediate_size=128,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
+        **LEARNS,
         classifier_dropout_prob=0.0,
     )
     return AlbertTokenClassifier.from_albert_config(config, num_tags=num_tags)
@@ -161,23 +157,9 @@ def test_wrong_tags_are_named(tokenizer, tmp_path):
         encode_tagging([item], tokenizer, 16, TAGS)
 
 
-_SERVE = r"""
-import json, sys
-import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
-from tensorflow.python.framework import op_def_registry
-
-spec = json.load(open(sys.argv[1]))
-proto = saved_model_pb2.SavedModel()
-proto.ParseFromString(open(spec["path"] + "/saved_model.pb", "rb").read())
-graph = proto.meta_graphs[0].graph_def
-ops = {n.op for n in graph.node}
-for f in graph.library.function:
-    ops |= {n.op for n in f.node_def}
-ops -= {f.signature.name for f in graph.library.function}
-core = {o for o in ops if op_def_registry.get(o) is not None}
-import tensorflow_text  # noqa: F401  (registers its ops)
-report = {"unregistered": sorted(o for o in ops - core if op_def_registry.get(o) is None)}
+_SERVE = (
+    OP_SCAN
+    + r"""
 model = tf.saved_model.load(spec["path"])
 serve = model.signatures["serving_default"]
 def run(texts):
@@ -195,6 +177,7 @@ except tf.errors.InvalidArgumentError as err:
 report["albert_tf_imported"] = any(m.startswith("albert_tf") for m in sys.modules)
 print(json.dumps(report))
 """
+)
 
 
 def test_saved_model_finds_the_trainers_entities_in_a_fresh_process(tagger, tmp_path):
@@ -220,6 +203,7 @@ def test_saved_model_finds_the_trainers_entities_in_a_fresh_process(tagger, tmp_
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert report["albert_tf_imported"] is False and report["unregistered"] == []
+    assert report["tf_text"]  # the in-graph tokenizer's ops
     best = TaggingTrainer(
         AlbertTokenClassifier.from_config(trainer.model.get_config()),
         trainer.tokenizer,

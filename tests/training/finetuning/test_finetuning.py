@@ -10,7 +10,7 @@ import random
 import keras
 import tensorflow as tf
 from helpers.numerics import albert_budget, assert_normwise_close
-from helpers.testing_utils import tiny_config
+from helpers.testing_utils import LEARNS, tiny_config
 
 import albert_tf
 from albert_tf.tasks.multiple_choice.data import MultipleChoiceExample
@@ -42,12 +42,7 @@ def test_trainer_learns_keeps_best_and_stops_early(mc_models, tmp_path):
     keras.utils.set_random_seed(0)
     config = tiny_config(
         vocab_size=tokenizer.vocabulary_size,
-        embedding_size=32,
-        hidden_size=64,
-        num_hidden_layers=2,
-        intermediate_size=128,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
+        **LEARNS,
     )
     model = albert_tf.AlbertMultipleChoice.from_albert_config(config)
     trainer = MultipleChoiceTrainer(
