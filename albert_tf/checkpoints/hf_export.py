@@ -170,6 +170,76 @@ def check_hf_tokenizer(tokenizer) -> None:
         )
 
 
+def _fast_wordpiece_file(tokenizer) -> dict:
+    """``tokenizer.json`` of Hugging Face's fast BERT tokenizer for a WordPiece
+    tokenizer with ``nfkc``: NFKC, then BERT's normaliser, as here."""
+    vocab = tokenizer.vocabulary
+    special = [tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id]
+    special.append(tokenizer.mask_id)
+    cls, sep = vocab[tokenizer.cls_id], vocab[tokenizer.sep_id]
+
+    def piece(name: str, type_id: int) -> dict:
+        return {"SpecialToken": {"id": name, "type_id": type_id}}
+
+    def sequence(name: str, type_id: int) -> dict:
+        return {"Sequence": {"id": name, "type_id": type_id}}
+
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": i,
+                "content": vocab[i],
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+            for i in sorted(special)
+        ],
+        "normalizer": {
+            "type": "Sequence",
+            "normalizers": [
+                {"type": "NFKC"},
+                {
+                    "type": "BertNormalizer",
+                    "clean_text": True,
+                    "handle_chinese_chars": tokenizer.tokenize_chinese_chars,
+                    "strip_accents": None,
+                    "lowercase": tokenizer.lower_case,
+                },
+            ],
+        },
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [piece(cls, 0), sequence("A", 0), piece(sep, 0)],
+            "pair": [
+                piece(cls, 0),
+                sequence("A", 0),
+                piece(sep, 0),
+                sequence("B", 1),
+                piece(sep, 1),
+            ],
+            "special_tokens": {
+                name: {"id": name, "ids": [vocab.index(name)], "tokens": [name]}
+                for name in (cls, sep)
+            },
+        },
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {
+            "type": "WordPiece",
+            "unk_token": vocab[tokenizer.unk_id],
+            "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": tokenizer.max_input_chars_per_word,
+            "vocab": {token: i for i, token in enumerate(vocab)},
+        },
+    }
+
+
 def write_hf_tokenizer(tokenizer, directory: str, max_length: int) -> list[str]:
     """The tokenizer's files in Hugging Face's layout; returns their names."""
     vocab = tokenizer.vocabulary
@@ -183,7 +253,13 @@ def write_hf_tokenizer(tokenizer, directory: str, max_length: int) -> list[str]:
     settings = {"model_max_length": max_length, **specials}
     check_hf_tokenizer(tokenizer)
     if tokenizer.kind == "sentencepiece":
-        storage.write_bytes(os.path.join(directory, "spiece.model"), tokenizer._model_proto)
+        proto = tokenizer._model_proto
+        if getattr(tokenizer, "fold_punctuation", False):
+            # AlbertTokenizer has no such step; the model's own normaliser can fold.
+            from albert_tf.tokenizers.sentencepiece import typography_folding_model
+
+            proto = typography_folding_model(proto)
+        storage.write_bytes(os.path.join(directory, "spiece.model"), proto)
         settings.update(
             tokenizer_class="AlbertTokenizer",
             do_lower_case=tokenizer.lower_case,
@@ -203,6 +279,13 @@ def write_hf_tokenizer(tokenizer, directory: str, max_length: int) -> list[str]:
             tokenize_chinese_chars=tokenizer.tokenize_chinese_chars,
         )
         files = ["vocab.txt"]
+        if getattr(tokenizer, "nfkc", False):
+            # BertTokenizer has no NFKC step; the fast tokenizer's file can say it,
+            # and AutoTokenizer loads the fast tokenizer from it.
+            write_json_atomic(
+                os.path.join(directory, "tokenizer.json"), _fast_wordpiece_file(tokenizer)
+            )
+            files.append("tokenizer.json")
     write_json_atomic(os.path.join(directory, "tokenizer_config.json"), settings)
     write_json_atomic(os.path.join(directory, "special_tokens_map.json"), specials)
     return [*files, "tokenizer_config.json", "special_tokens_map.json"]

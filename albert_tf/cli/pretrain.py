@@ -66,6 +66,12 @@ flags.DEFINE_integer(
     30000,
     "Pieces of a tokenizer trained from --corpus (shrunk to what the corpus supports).",
 )
+flags.DEFINE_boolean(
+    "nfkc",
+    True,
+    "wordpiece trained from --corpus: fold text with Unicode NFKC (full-width → ASCII), "
+    "in training and in every later tokenisation.",
+)
 flags.DEFINE_integer("dupe_factor", 10, "Passes over --corpus when making pairs.")
 flags.DEFINE_integer("eval_every_document", 20, "Hold out one document in N of --corpus.")
 flags.DEFINE_integer("max_seq_length", _DEFAULTS["max_seq_length"], "Tokens per example.")
@@ -212,6 +218,7 @@ def main() -> None:
             tokenizer_dir=FLAGS.tokenizer_dir,
             tokenizer_kind=FLAGS.tokenizer_kind,
             vocab_size=FLAGS.vocab_size,
+            nfkc=FLAGS.nfkc,
             max_seq_length=FLAGS.max_seq_length,
             sentence_task=FLAGS.sentence_task,
             dupe_factor=FLAGS.dupe_factor,

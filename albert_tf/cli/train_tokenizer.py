@@ -52,6 +52,15 @@ flags.DEFINE_integer(
     "input_sentence_size", 10_000_000, "sentencepiece: sentences sampled for training."
 )
 flags.DEFINE_integer("num_threads", 2, "sentencepiece: trainer threads.")
+flags.DEFINE_boolean(
+    "nfkc",
+    True,
+    "wordpiece: fold text with Unicode NFKC (full-width → ASCII) when training and "
+    "tokenising (recorded in tokenizer.json).",
+)
+flags.DEFINE_boolean(
+    "reserve_ascii", True, "wordpiece: keep ASCII letters, digits and punctuation."
+)
 flags.DEFINE_integer("num_unused", 99, "wordpiece: number of [unusedN] tokens.")
 flags.DEFINE_integer("min_count", 2, "wordpiece: lowest word-frequency threshold.")
 flags.DEFINE_integer("max_unique_chars", 20000, "wordpiece: alphabet size cap.")
@@ -94,6 +103,8 @@ def main() -> None:
             FLAGS.output_dir,
             vocab_size=FLAGS.vocab_size,
             lower_case=FLAGS.lower_case,
+            nfkc=FLAGS.nfkc,
+            reserve_ascii=FLAGS.reserve_ascii,
             num_unused=FLAGS.num_unused,
             min_count=FLAGS.min_count,
             max_unique_chars=FLAGS.max_unique_chars,

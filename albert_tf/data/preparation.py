@@ -44,6 +44,7 @@ def prepare_pretraining_data(
     vocab_size: int = 30000,
     shrink_vocab: bool = True,
     lower_case: bool = True,
+    nfkc: bool = True,
     max_seq_length: int = 512,
     sentence_task: str = "sop",
     dupe_factor: int = 10,
@@ -52,7 +53,11 @@ def prepare_pretraining_data(
     seed: int = 12345,
     log=print,
 ) -> PreparedData:
-    """Splits, tokenises and writes shards under ``work_dir`` (once)."""
+    """Splits, tokenises and writes shards under ``work_dir`` (once).
+
+    ``nfkc``: a WordPiece tokenizer trained here folds text with NFKC
+    (`WordPieceTokenizer`); an existing ``tokenizer_dir`` keeps its own setting.
+    """
     done = os.path.join(work_dir, DONE_FILE)
     if storage.exists(done):
         record = json.loads(storage.read_text(done))
@@ -99,7 +104,9 @@ def prepare_pretraining_data(
                 shrink_vocab=shrink_vocab,
             )
         elif tokenizer_kind == "wordpiece":
-            train_wordpiece(sentences, tokenizer_dir, vocab_size=vocab_size, lower_case=lower_case)
+            train_wordpiece(
+                sentences, tokenizer_dir, vocab_size=vocab_size, lower_case=lower_case, nfkc=nfkc
+            )
         else:
             raise ValueError(
                 f"tokenizer_kind must be sentencepiece or wordpiece, got {tokenizer_kind!r}"

@@ -8,6 +8,9 @@ Reproduces, in-graph, what google-research/albert's ``FullTokenizer`` with an
 3. turn the LaTeX-style quotes ``\\`\\``` and ``''`` into ``"``;
 4. NFKD, then drop combining marks (unless ``keep_accents``);
 5. lower-case again (a no-op after 1; kept for exactness);
+5a. optionally (``fold_punctuation=True``, the default of models trained here) fold
+   typographic punctuation to what a keyboard types: curly quotes to ``'`` and
+   ``"``, dashes and the minus sign to ``-``, no-break spaces to a space;
 6. SentencePiece encoding (the model applies its own nmt_nfkc normaliser);
 7. the "digit-comma" rule: a piece such as ``▁9,`` is re-encoded as
    ``▁9`` + ``,`` so numbers like "1,000" are not glued to their comma.
@@ -45,6 +48,10 @@ from tensorflow_text.python.ops.sentencepiece_tokenizer import (
 from albert_tf import storage
 from albert_tf.tokenizers import _text_ops
 from albert_tf.tokenizers.base import Tokenizer, write_config
+from albert_tf.tokenizers.sentencepiece_proto import (
+    user_defined_pieces,
+    with_normalization_rules,
+)
 
 MODEL_FILENAME = "spiece.model"
 WORD_START = "▁"
@@ -53,12 +60,36 @@ _sentencepiece_op = (
 )  # U+2581, SentencePiece's word-boundary marker
 
 
+#: Typographic characters and the keyboard character each folds to
+#: (``fold_punctuation``). Curly quotes and dashes survive NFKC/NFKD, and a
+#: no-break space survives ``keep_accents`` (no NFKD).
+TYPOGRAPHIC_FOLDS: tuple[tuple[str, str], ...] = (
+    ("\u2018\u2019\u201a\u201b", "'"),
+    ("\u201c\u201d\u201e\u201f", '"'),
+    ("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),
+    ("\u00a0\u2007\u202f", " "),
+)
+
+
+def fold_typography(texts: tf.Tensor) -> tf.Tensor:
+    """`TYPOGRAPHIC_FOLDS` applied in-graph.
+
+    >>> text = tf.constant(["\u201cIt\u2019s 9\u201310\u00a0am\u201d"])
+    >>> print(fold_typography(text).numpy()[0].decode())
+    "It's 9-10 am"
+    """
+    for chars, replacement in TYPOGRAPHIC_FOLDS:
+        texts = tf.strings.regex_replace(texts, f"[{chars}]", replacement)
+    return texts
+
+
 def normalize_text(
     texts: tf.Tensor,
     *,
     lower_case: bool = True,
     remove_space: bool = True,
     keep_accents: bool = False,
+    fold_punctuation: bool = False,
 ) -> tf.Tensor:
     """ALBERT's pre-SentencePiece text normalisation, in-graph.
 
@@ -67,6 +98,10 @@ def normalize_text(
       lower_case: lower-case the text (uncased models).
       remove_space: collapse whitespace runs and strip both ends.
       keep_accents: keep combining marks (after NFKD they are dropped).
+      fold_punctuation: fold curly quotes, dashes and no-break spaces, last
+        (`fold_typography`), so that what it yields is not normalised again:
+        ``’’`` stays two apostrophes, as a SentencePiece model whose own
+        normaliser folds them (`typography_folding_model`) gives it.
 
     Returns:
       tf.string tensor of the same shape.
@@ -88,7 +123,36 @@ def normalize_text(
         texts = tf.strings.regex_replace(texts, f"[{_text_ops.combining_class()}]", "")
     if lower_case:
         texts = _text_ops.lower_utf8(texts)
+    if fold_punctuation:
+        texts = fold_typography(texts)
     return texts
+
+
+def typography_folding_model(model_proto: bytes) -> bytes:
+    """``model_proto`` with `TYPOGRAPHIC_FOLDS` added to its own normaliser, so
+    that a tokenizer without ``fold_punctuation`` (Hugging Face's
+    ``AlbertTokenizer``) folds as `normalize_text` does: the folded characters
+    are untouched by lower-casing and NFKD, and the model's normaliser runs last.
+    """
+    own = spm.SentencePieceNormalizer(
+        model_proto=model_proto,
+        add_dummy_prefix=False,
+        escape_whitespaces=False,
+        remove_extra_whitespaces=False,
+    )
+    folded = "".join(chars for chars, _ in TYPOGRAPHIC_FOLDS)
+    kept_whole = sorted(set(folded) & user_defined_pieces(model_proto))
+    if kept_whole:
+        raise ValueError(
+            f"the SentencePiece model keeps {kept_whole} whole (user-defined pieces), "
+            "which its normaliser cannot fold; retrain it without them "
+            "(train_sentencepiece leaves them out when fold_punctuation is on)"
+        )
+    rules = dict(own.decompile())
+    for chars, replacement in TYPOGRAPHIC_FOLDS:
+        for ch in chars:
+            rules[ch] = own.normalize(replacement)
+    return with_normalization_rules(model_proto, sorted(rules.items()), "albert_tf_folded")
 
 
 class SentencePieceTokenizer(Tokenizer):
@@ -100,6 +164,10 @@ class SentencePieceTokenizer(Tokenizer):
         pad/unk pieces.
       lower_case, remove_space, keep_accents: see :func:`normalize_text`.
       split_digit_comma: apply the reference tokenizers' "9," re-split rule.
+      fold_punctuation: see :func:`normalize_text`. Off by default, so an
+        imported Google/Hugging Face model tokenises as ``AlbertTokenizer``
+        does; models trained here (`train_sentencepiece`) turn it on and record
+        it in ``tokenizer.json``.
 
     Example:
         >>> tok = SentencePieceTokenizer.from_file("spiece.model")  # doctest: +SKIP
@@ -108,7 +176,13 @@ class SentencePieceTokenizer(Tokenizer):
     """
 
     kind = "sentencepiece"
-    option_names = ("lower_case", "remove_space", "keep_accents", "split_digit_comma")
+    option_names = (
+        "lower_case",
+        "remove_space",
+        "keep_accents",
+        "split_digit_comma",
+        "fold_punctuation",
+    )
 
     def __init__(
         self,
@@ -118,6 +192,7 @@ class SentencePieceTokenizer(Tokenizer):
         remove_space: bool = True,
         keep_accents: bool = False,
         split_digit_comma: bool = True,
+        fold_punctuation: bool = False,
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
@@ -153,6 +228,7 @@ class SentencePieceTokenizer(Tokenizer):
         self.remove_space = remove_space
         self.keep_accents = keep_accents
         self.split_digit_comma = split_digit_comma
+        self.fold_punctuation = fold_punctuation
         # One tf-text resource serves both the piece strings (for the
         # digit-comma rule) and the piece→id lookup.
         self._sp = tf_text.SentencepieceTokenizer(
@@ -210,6 +286,7 @@ class SentencePieceTokenizer(Tokenizer):
             lower_case=self.lower_case,
             remove_space=self.remove_space,
             keep_accents=self.keep_accents,
+            fold_punctuation=self.fold_punctuation,
         )
         pieces = self._sp.tokenize(texts)
         if self.split_digit_comma:
@@ -312,6 +389,7 @@ def normalized_lines(
     lower_case: bool = True,
     remove_space: bool = True,
     keep_accents: bool = False,
+    fold_punctuation: bool = False,
 ) -> Iterator[str]:
     """Applies :func:`normalize_text` (the very graph ops the tokenizer runs)
     to a stream of sentences, in batches; yields one-line strings."""
@@ -322,6 +400,7 @@ def normalized_lines(
             lower_case=lower_case,
             remove_space=remove_space,
             keep_accents=keep_accents,
+            fold_punctuation=fold_punctuation,
         )
         for value in out.numpy():
             # One sentence per line in the trainer's input file.
@@ -347,6 +426,7 @@ def train_sentencepiece(
     lower_case: bool = True,
     remove_space: bool = True,
     keep_accents: bool = False,
+    fold_punctuation: bool = True,
     character_coverage: float = 0.99995,
     user_defined_symbols: Sequence[str] = OFFICIAL_USER_DEFINED_SYMBOLS,
     input_sentence_size: int = 10_000_000,
@@ -393,6 +473,7 @@ def train_sentencepiece(
                 lower_case=lower_case,
                 remove_space=remove_space,
                 keep_accents=keep_accents,
+                fold_punctuation=fold_punctuation,
             ):
                 handle.write(line + "\n")
                 count += 1
@@ -402,6 +483,11 @@ def train_sentencepiece(
             progress(count)
         if count == 0:
             raise ValueError("training corpus is empty: no non-blank sentences to train on")
+
+        folded = "".join(chars for chars, _ in TYPOGRAPHIC_FOLDS) if fold_punctuation else ""
+        # A folded character never reaches the model: no piece for it (and a
+        # user-defined one would bypass the normaliser of an exported model).
+        symbols = [s for s in user_defined_symbols if not set(s) & set(folded)]
 
         def run(size: int) -> None:
             spm.SentencePieceTrainer.train(
@@ -414,7 +500,7 @@ def train_sentencepiece(
                 bos_id=-1,
                 eos_id=-1,
                 control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-                user_defined_symbols=list(user_defined_symbols),
+                user_defined_symbols=symbols,
                 character_coverage=character_coverage,
                 input_sentence_size=input_sentence_size,
                 shuffle_input_sentence=True,
@@ -448,6 +534,7 @@ def train_sentencepiece(
         lower_case=lower_case,
         remove_space=remove_space,
         keep_accents=keep_accents,
+        fold_punctuation=fold_punctuation,
     )
     tokenizer.save(out)
     return tokenizer

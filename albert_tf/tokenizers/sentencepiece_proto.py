@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 
 #: ``ModelProto.SentencePiece.Type`` values.
-NORMAL, UNKNOWN, CONTROL = 1, 2, 3
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4
 
 
 def read_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -77,3 +77,40 @@ def piece_entry(text: str, score: float, kind: int) -> bytes:
     a piece."""
     body = length_delimited(1, text.encode()) + b"\x15" + struct.pack("<f", score)
     return length_delimited(1, body + varint(3 << 3) + varint(kind))
+
+
+def with_normalization_rules(model_proto: bytes, rules: list[tuple[str, str]], name: str) -> bytes:
+    """``model_proto`` whose normaliser applies ``rules`` ((characters, what they
+    become), in full: the model's own rules are replaced) under the name ``name``;
+    the rest of its normaliser settings are kept."""
+    import sentencepiece as spm
+
+    compiled = spm.SentencePieceNormalizer(
+        norm_map=rules,
+        add_dummy_prefix=False,
+        escape_whitespaces=False,
+        remove_extra_whitespaces=False,
+    )
+    charsmap = [raw for n, raw in proto_fields(compiled.serialized_normalizer_spec()) if n == 2]
+    out = b""
+    for number, raw in proto_fields(model_proto):
+        if number == 3:  # ModelProto.normalizer_spec: swap name (1) and charsmap (2)
+            spec = [r for n, r in proto_fields(field_payload(raw)) if n not in (1, 2)]
+            payload = length_delimited(1, name.encode()) + b"".join(charsmap + spec)
+            raw = length_delimited(3, payload)
+        out += raw
+    return out
+
+
+def user_defined_pieces(model_proto: bytes) -> set[str]:
+    """The model's user-defined pieces: SentencePiece matches them before its
+    normaliser runs, so normalisation rules do not reach their characters."""
+    found = set()
+    for number, raw in proto_fields(model_proto):
+        if number != 1:
+            continue
+        fields = dict(proto_fields(field_payload(raw)))
+        kind = read_varint(fields[3], 1)[0] if 3 in fields else NORMAL
+        if kind == USER_DEFINED:
+            found.add(field_payload(fields[1]).decode("utf-8"))
+    return found

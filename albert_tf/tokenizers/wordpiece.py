@@ -4,6 +4,10 @@ google-research's and brightmart's Chinese ALBERT models use BERT's
 ``vocab.txt`` and the uncased BERT tokenizer. This module reproduces Hugging
 Face's ``BertTokenizer(do_lower_case=True)`` in-graph:
 
+0. optionally (``nfkc=True``, the default of vocabularies trained here) fold the text
+   with Unicode NFKC first: full-width letters, digits and punctuation (ＡＩ, １９９８,
+   ．) become ASCII and compatibility forms (①, ㎏, ﬁ) their plain spelling, so text
+   typed half-width and text printed full-width meet the same pieces;
 1. lower-case one character at a time;
 2. delete NUL, U+FFFD and control/format/unassigned characters (category C*
    except tab, newline, carriage return); turn other whitespace into " ";
@@ -46,7 +50,11 @@ REQUIRED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def basic_tokenize(
-    texts: tf.Tensor, *, lower_case: bool = True, tokenize_chinese_chars: bool = True
+    texts: tf.Tensor,
+    *,
+    lower_case: bool = True,
+    tokenize_chinese_chars: bool = True,
+    nfkc: bool = False,
 ) -> tf.RaggedTensor:
     """BERT's basic (pre-WordPiece) tokenisation, in-graph.
 
@@ -59,15 +67,23 @@ def basic_tokenize(
     Example:
         >>> basic_tokenize(tf.constant(["Héllo,世界!"])).to_list()
         [[b'hello', b',', b'\\xe4\\xb8\\x96', b'\\xe7\\x95\\x8c', b'!']]
+        >>> basic_tokenize(tf.constant(["ＡＩ１９９８"]), nfkc=True).to_list()
+        [[b'ai1998']]
     """
     texts = _text_ops.transcode_utf8(tf.convert_to_tensor(texts, tf.string))
-    texts = _normalize(texts, lower_case, tokenize_chinese_chars)
+    texts = _normalize(texts, lower_case, tokenize_chinese_chars, nfkc)
     return tf_text.regex_split(texts, *_word_split_patterns())
 
 
-def _normalize(texts: tf.Tensor, lower_case: bool, tokenize_chinese_chars: bool) -> tf.Tensor:
+def _normalize(
+    texts: tf.Tensor, lower_case: bool, tokenize_chinese_chars: bool, nfkc: bool = False
+) -> tf.Tensor:
     """BERT's normalisation of each string of ``texts`` (whole texts, or single
-    characters for `normalize_chars`)."""
+    characters for `normalize_chars`), after NFKC when ``nfkc``."""
+    if nfkc:
+        # First, so that what NFKC yields (ASCII punctuation, spaces, CJK
+        # ideographs from compatibility forms) is split like typed text.
+        texts = tf_text.normalize_utf8(texts, "NFKC")
     if lower_case:
         texts = _text_ops.lower_utf8(texts)
     texts = tf.strings.regex_replace(texts, f"[{_text_ops.bert_removed_class()}]", "")
@@ -91,7 +107,11 @@ def _word_split_patterns() -> tuple[str, str]:
 
 
 def normalize_chars(
-    chars: tf.RaggedTensor, *, lower_case: bool = True, tokenize_chinese_chars: bool = True
+    chars: tf.RaggedTensor,
+    *,
+    lower_case: bool = True,
+    tokenize_chinese_chars: bool = True,
+    nfkc: bool = False,
 ) -> tf.RaggedTensor:
     """`basic_tokenize`'s normalisation applied to each character on its own:
     tf.string ragged [batch, (chars)] of single characters → what each becomes
@@ -101,14 +121,19 @@ def normalize_chars(
 
     Per character is what BERT's Python tokenizer does too: NFD then dropping
     the non-spacing marks gives the same result character by character as on
-    the whole text, since the marks a decomposition reorders are all dropped.
+    the whole text, since the marks a decomposition reorders are all dropped;
+    NFKC, per character,
+    differs from NFKC of the whole text only where it composes a base with
+    its marks, and those marks are dropped too.
 
     Example:
         >>> chars = tf.strings.unicode_split(tf.constant(["Ég世"]), "UTF-8")
         >>> normalize_chars(chars).to_list()
         [[b'e', b'g', b' \xe4\xb8\x96 ']]
     """
-    return chars.with_flat_values(_normalize(chars.flat_values, lower_case, tokenize_chinese_chars))
+    return chars.with_flat_values(
+        _normalize(chars.flat_values, lower_case, tokenize_chinese_chars, nfkc)
+    )
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -161,6 +186,11 @@ class WordPieceTokenizer(Tokenizer):
       lower_case: uncased model (lower-case and strip accents).
       tokenize_chinese_chars: split CJK ideographs into single characters.
       max_input_chars_per_word: longer words become [UNK].
+      nfkc: fold the text with Unicode NFKC before BERT's normalisation
+        (full-width → ASCII, compatibility forms → plain). Off by default, so an
+        imported Google/Hugging Face vocabulary tokenises as ``BertTokenizer``
+        does; vocabularies trained here (`train_wordpiece`) turn it on and
+        record it in ``tokenizer.json``.
 
     Example:
         >>> tok = WordPieceTokenizer("vocab.txt")  # doctest: +SKIP
@@ -169,7 +199,7 @@ class WordPieceTokenizer(Tokenizer):
     """
 
     kind = "wordpiece"
-    option_names = ("lower_case", "tokenize_chinese_chars", "max_input_chars_per_word")
+    option_names = ("lower_case", "tokenize_chinese_chars", "max_input_chars_per_word", "nfkc")
 
     def __init__(
         self,
@@ -178,6 +208,7 @@ class WordPieceTokenizer(Tokenizer):
         lower_case: bool = True,
         tokenize_chinese_chars: bool = True,
         max_input_chars_per_word: int = 100,
+        nfkc: bool = False,
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
@@ -188,6 +219,7 @@ class WordPieceTokenizer(Tokenizer):
         self.lower_case = lower_case
         self.tokenize_chinese_chars = tokenize_chinese_chars
         self.max_input_chars_per_word = max_input_chars_per_word
+        self.nfkc = nfkc
         index = {token: i for i, token in enumerate(self._vocab)}
         self._pad_id, self._unk_id, self._cls_id, self._sep_id, self._mask_id = (
             index[t] for t in REQUIRED_TOKENS
@@ -265,6 +297,7 @@ class WordPieceTokenizer(Tokenizer):
             texts,
             lower_case=self.lower_case,
             tokenize_chinese_chars=self.tokenize_chinese_chars,
+            nfkc=self.nfkc,
         )
         flat = words.flat_values
         too_long = tf.strings.length(flat, unit="UTF8_CHAR") > self.max_input_chars_per_word
@@ -281,8 +314,8 @@ class WordPieceTokenizer(Tokenizer):
         """`tokenize`, and where each piece came from: int32 ragged
         ``(ids, starts, ends)`` [batch, (pieces)], ``starts``/``ends`` in Unicode
         code points of the original text, end exclusive, through every
-        normalisation (lower-casing, accent stripping, removed characters,
-        Chinese character spacing). A piece that continues a word ("##…")
+        normalisation (NFKC folding, lower-casing, accent stripping, removed
+        characters, Chinese character spacing). A piece that continues a word ("##…")
         starts where its characters start; a word too long for WordPiece is one
         [UNK] spanning the word. Invalid UTF-8 counts one replacement character
         per bad sequence, as `tokenize` reads it. In-graph. Uncased vocabularies
@@ -306,7 +339,10 @@ class WordPieceTokenizer(Tokenizer):
         texts = _text_ops.transcode_utf8(tf.convert_to_tensor(texts, tf.string))
         chars = tf.strings.unicode_split(texts, "UTF-8")
         normalized = normalize_chars(
-            chars, lower_case=self.lower_case, tokenize_chinese_chars=self.tokenize_chinese_chars
+            chars,
+            lower_case=self.lower_case,
+            tokenize_chinese_chars=self.tokenize_chinese_chars,
+            nfkc=self.nfkc,
         )
         # Which original character each byte of the joined normalised text came from.
         byte_counts = tf.strings.length(normalized.flat_values, unit="BYTE")
@@ -370,6 +406,23 @@ def special_vocab_head(num_unused: int = 99) -> list[str]:
     return ["[PAD]", *unused, "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
+def ascii_reserve(lower_case: bool = True) -> list[str]:
+    """ASCII digits, letters (lower-case only for an uncased vocabulary) and
+    punctuation, each alone and, for digits and letters, as a "##" continuation:
+    kept in every vocabulary trained here, as Google's Chinese vocabulary keeps
+    them, so typed Latin text and numbers are never [UNK] however rare they
+    were in the training text.
+
+    >>> reserve = ascii_reserve()
+    >>> len(reserve), reserve[:3], "##z" in reserve, "A" in reserve
+    (104, ['0', '1', '2'], True, False)
+    """
+    import string
+
+    alnum = string.digits + (string.ascii_lowercase if lower_case else string.ascii_letters)
+    return [*alnum, *string.punctuation, *(CONTINUATION + c for c in alnum)]
+
+
 _COUNT_BATCH = 2048
 
 
@@ -378,6 +431,7 @@ def count_words(
     *,
     lower_case: bool = True,
     tokenize_chinese_chars: bool = True,
+    nfkc: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> collections.Counter[str]:
     """Counts the basic tokenizer's words (the very graph ops used at
@@ -390,6 +444,7 @@ def count_words(
             tf.constant(batch),
             lower_case=lower_case,
             tokenize_chinese_chars=tokenize_chinese_chars,
+            nfkc=nfkc,
         )
         counts.update(w.decode("utf-8") for w in words.flat_values.numpy())
 
@@ -424,7 +479,8 @@ def build_wordpiece_vocab(
 
     Uses tensorflow-text's WordPiece learner (frequency-threshold search,
     every seen character kept both alone and as "##c"). The result starts
-    with :func:`special_vocab_head` then ``extra_reserved``.
+    with :func:`special_vocab_head` then ``extra_reserved``; a learned token
+    that repeats a reserved one is dropped.
 
     Raises:
       ValueError: no words, or ``vocab_size`` not larger than the reserved
@@ -437,14 +493,14 @@ def build_wordpiece_vocab(
     """
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
+    counts = {w: c for w, c in word_counts.items() if w}
+    if not counts:
+        raise ValueError("training corpus is empty: no words to build a vocabulary from")
     reserved = special_vocab_head(num_unused) + list(extra_reserved)
     if vocab_size <= len(reserved):
         raise ValueError(
             f"vocab_size {vocab_size} leaves no room after {len(reserved)} reserved tokens"
         )
-    counts = {w: c for w, c in word_counts.items() if w}
-    if not counts:
-        raise ValueError("training corpus is empty: no words to build a vocabulary from")
     vocab = wordpiece_tokenizer_learner_lib.learn(
         counts,
         vocab_size=vocab_size,
@@ -455,7 +511,8 @@ def build_wordpiece_vocab(
         include_joiner_token=True,
         joiner=CONTINUATION,
     )
-    return list(vocab)[:vocab_size] if len(vocab) > vocab_size else list(vocab)
+    vocab = list(dict.fromkeys(vocab))  # the learner may learn a reserved token again
+    return vocab[:vocab_size]
 
 
 def train_wordpiece(
@@ -465,12 +522,17 @@ def train_wordpiece(
     vocab_size: int = 21128,
     lower_case: bool = True,
     tokenize_chinese_chars: bool = True,
+    nfkc: bool = True,
+    reserve_ascii: bool = True,
     num_unused: int = 99,
     min_count: int = 2,
     max_unique_chars: int = 20000,
     progress: Callable[[int], None] | None = None,
 ) -> WordPieceTokenizer:
     """Counts words, learns a vocab, writes ``vocab.txt`` + ``tokenizer.json``.
+
+    ``nfkc`` folds the text before counting and at every later tokenisation (it
+    is recorded in ``tokenizer.json``); ``reserve_ascii`` keeps `ascii_reserve`.
 
     Example:
         >>> tok = train_wordpiece(lines, "/tmp/wp", vocab_size=2000)  # doctest: +SKIP
@@ -479,12 +541,14 @@ def train_wordpiece(
         sentences,
         lower_case=lower_case,
         tokenize_chinese_chars=tokenize_chinese_chars,
+        nfkc=nfkc,
         progress=progress,
     )
     vocab = build_wordpiece_vocab(
         counts,
         vocab_size=vocab_size,
         num_unused=num_unused,
+        extra_reserved=ascii_reserve(lower_case) if reserve_ascii else (),
         min_count=min_count,
         max_unique_chars=max_unique_chars,
     )
@@ -496,6 +560,7 @@ def train_wordpiece(
         vocab_file,
         lower_case=lower_case,
         tokenize_chinese_chars=tokenize_chinese_chars,
+        nfkc=nfkc,
     )
     tokenizer.save(out)
     return tokenizer

@@ -14,11 +14,11 @@ from albert_tf.tokenizers.sentencepiece import WORD_START
 from albert_tf.tokenizers.sentencepiece_proto import (
     NORMAL,
     UNKNOWN,
-    field_payload,
     length_delimited,
     piece_entry,
     proto_fields,
     varint,
+    with_normalization_rules,
 )
 
 _UNDERSCORE = ord("_")
@@ -51,12 +51,17 @@ def composite_sentencepiece_model(tokenizer) -> bytes:
         options["lower_case"],
         options["remove_space"],
         options["keep_accents"],
+        options.get("fold_punctuation", False),
     )
 
 
 @functools.lru_cache(maxsize=4)
 def _composite_rules(
-    proto: bytes, lower_case: bool, remove_space: bool, keep_accents: bool
+    proto: bytes,
+    lower_case: bool,
+    remove_space: bool,
+    keep_accents: bool,
+    fold_punctuation: bool = False,
 ) -> tuple[tuple[str, str], ...]:
     """`composite_sentencepiece_model`'s rules: (characters, what they become)."""
     import sentencepiece as spm
@@ -75,6 +80,7 @@ def _composite_rules(
         lower_case=lower_case,
         remove_space=False,  # SentencePiece collapses the spaces at the end
         keep_accents=keep_accents,
+        fold_punctuation=fold_punctuation,
     ).numpy()
     rules: dict[str, str] = {}
     kept = {}
@@ -98,25 +104,14 @@ def _composite_rules(
 
 @functools.lru_cache(maxsize=4)
 def _composite_model(
-    proto: bytes, lower_case: bool, remove_space: bool, keep_accents: bool
+    proto: bytes,
+    lower_case: bool,
+    remove_space: bool,
+    keep_accents: bool,
+    fold_punctuation: bool = False,
 ) -> bytes:
-    import sentencepiece as spm
-
-    composite = spm.SentencePieceNormalizer(
-        norm_map=list(_composite_rules(proto, lower_case, remove_space, keep_accents)),
-        add_dummy_prefix=False,
-        escape_whitespaces=False,
-        remove_extra_whitespaces=False,
-    )
-    charsmap = [raw for n, raw in proto_fields(composite.serialized_normalizer_spec()) if n == 2]
-    out = b""
-    for number, raw in proto_fields(proto):
-        if number == 3:  # ModelProto.normalizer_spec: swap name (1) and charsmap (2)
-            spec = [r for n, r in proto_fields(field_payload(raw)) if n not in (1, 2)]
-            payload = length_delimited(1, b"albert_tf_litert") + b"".join(charsmap + spec)
-            raw = length_delimited(3, payload)
-        out += raw
-    return out
+    rules = _composite_rules(proto, lower_case, remove_space, keep_accents, fold_punctuation)
+    return with_normalization_rules(proto, list(rules), "albert_tf_litert")
 
 
 def digit_comma_table(tokenizer) -> np.ndarray:
@@ -192,7 +187,7 @@ _CJK_STAND_INS = "\U0002a6d6\U0002a6d5\U0002a6d4"
 _SPACE_PIECE = 1  # "▁" in `_character_model`, after <unk>
 
 
-def _basic_normalized(chars: list[str], lower_case: bool) -> list[str]:
+def _basic_normalized(chars: list[str], lower_case: bool, nfkc: bool = False) -> list[str]:
     """`albert_tf.tokenizers.wordpiece.basic_tokenize`'s steps before the split
     (without the CJK spacing, which FastWordpieceTokenize does), per character."""
     import tensorflow_text as tf_text
@@ -200,6 +195,8 @@ def _basic_normalized(chars: list[str], lower_case: bool) -> list[str]:
     from albert_tf.tokenizers import _text_ops
 
     texts = _text_ops.transcode_utf8(tf.constant(chars))
+    if nfkc:
+        texts = tf_text.normalize_utf8(texts, "NFKC")
     if lower_case:
         texts = _text_ops.lower_utf8(texts)
     texts = tf.strings.regex_replace(texts, f"[{_text_ops.bert_removed_class()}]", "")
@@ -256,7 +253,9 @@ def _assigned_characters() -> list[str]:
 
 
 @functools.lru_cache(maxsize=4)
-def _wordpiece_character_model(vocab: tuple[str, ...], lower_case: bool) -> bytes:
+def _wordpiece_character_model(
+    vocab: tuple[str, ...], lower_case: bool, nfkc: bool = False
+) -> bytes:
     """BERT's basic normalisation as a character model (see `CharacterText`)."""
     from albert_tf.tokenizers import _text_ops
 
@@ -272,7 +271,7 @@ def _wordpiece_character_model(vocab: tuple[str, ...], lower_case: bool) -> byte
     ideograph = next(c for c in _CJK_STAND_INS if c not in known)
     chars = _assigned_characters()
     rules = []
-    for ch, text in zip(chars, _basic_normalized(chars, lower_case), strict=True):
+    for ch, text in zip(chars, _basic_normalized(chars, lower_case, nfkc), strict=True):
         out = "".join(
             " "
             if y.isspace()
@@ -301,6 +300,7 @@ def _sentencepiece_character_model(tokenizer) -> bytes:
             options["lower_case"],
             options["remove_space"],
             options["keep_accents"],
+            options.get("fold_punctuation", False),
         )
     )
     known = set("".join(p.replace(WORD_START, " ") for p in tokenizer.vocabulary))
@@ -388,7 +388,8 @@ class WordPieceIds(tf.Module):
 
     LiteRT has no string op for lower-casing or accent stripping, and its
     ``FastBertNormalize`` also folds compatibility forms (full-width "，" → ","),
-    which `basic_tokenize` does not; so the normalisation is a `CharacterText`.
+    which `basic_tokenize` does only with ``nfkc``; so the normalisation is a
+    `CharacterText` (NFKC, per character, first when the tokenizer has ``nfkc``).
     ``FastWordpieceTokenize`` then splits on whitespace, punctuation and CJK
     ideographs and finds the pieces.
     """
@@ -401,7 +402,11 @@ class WordPieceIds(tf.Module):
         if not options["tokenize_chinese_chars"]:
             raise ValueError("the LiteRT export needs tokenize_chinese_chars=True")
         vocab = tokenizer.vocabulary
-        self.text = CharacterText(_wordpiece_character_model(tuple(vocab), options["lower_case"]))
+        self.text = CharacterText(
+            _wordpiece_character_model(
+                tuple(vocab), options["lower_case"], options.get("nfkc", False)
+            )
+        )
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=vocab,
             suffix_indicator="##",

@@ -61,12 +61,25 @@ def _real_items(lang: str) -> list[dict]:
                 "question": "",
                 "options": ["NBA", "😀"],
             },
+            # Compatibility forms, which a tokenizer trained here folds (NFKC).
+            {
+                "context": "１９９８年，ＡＩ①㎏ ｶﾀｶﾅ ﬁ",
+                "question": "",
+                "options": ["1998年", "ＡＩ"],
+            },
         ]
     return items + [
         {"context": LONG, "question": "What jumps?", "options": ["the fox", "the dog"]},
         {"context": "", "question": LONG, "options": ["a", LONG]},  # qa truncated too
         {"context": "Café ``naïve'' ΣΑΣ 1,000", "question": "", "options": ["Ⅻ ﬁ", "İ"]},
         {"context": "x", "question": "(_) a_b _ing 9,_, ``_''", "options": ["More", "l"]},
+        # Typographic punctuation, which a tokenizer trained here folds.
+        {
+            "context": "\u201cIt\u2019s 9\u201310\u00a0am\u201d "
+            "\u2014 \u2018\u2018twice\u2019\u2019",
+            "question": "",
+            "options": ["don\u2019t", "a\u2212b"],
+        },
     ]
 
 
