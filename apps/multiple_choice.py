@@ -115,6 +115,28 @@ def _number(value) -> float | None:
     return float(value)
 
 
+def show_one_sentence_figures(card: dict) -> None:
+    """The card's held-out figures for the demo's own use pattern: a context of
+    one sentence, beside what counting shared characters/words scores."""
+    short = card.get("held_out_one_sentence")
+    if not isinstance(short, dict) or _number(short.get("accuracy")) is None:
+        return
+    accuracy = float(short["accuracy"])
+    counted = _number(short.get("overlap_count_baseline"))
+    delta = f"{accuracy - counted:+.1%} vs counting shared units" if counted is not None else None
+    st.sidebar.metric("Held-out accuracy, one-sentence context", f"{accuracy:.1%}", delta)
+    details = []
+    if counted is not None:
+        details.append(f"counting the units an option shares with the context: {counted:.1%}")
+    if _number(short.get("overlap_idf_baseline")) is not None:
+        details.append(f"weighted by rarity: {short['overlap_idf_baseline']:.1%}")
+    previous = short.get("previous_model")
+    if isinstance(previous, dict) and _number(previous.get("accuracy")) is not None:
+        details.append(f"the model this one replaced: {previous['accuracy']:.1%}")
+    if details:
+        st.sidebar.caption("On the same questions, " + "; ".join(details) + ".")
+
+
 def show_model_card(name: str, meta: dict, card: dict) -> None:
     st.sidebar.subheader("Model card")
     st.sidebar.markdown(f"**{name}** · language: {meta.get('language', '?')}")
@@ -144,6 +166,7 @@ def show_model_card(name: str, meta: dict, card: dict) -> None:
             )
         if details:
             st.sidebar.caption("; ".join(details) + ".")
+    show_one_sentence_figures(card)
     pre, fine = card.get("pretraining", {}), card.get("finetuning", {})
     if pre:
         model = pre.get("model", {})

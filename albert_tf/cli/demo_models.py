@@ -58,6 +58,8 @@ STAGES = ("prepare", "pretrain", "finetune", "evaluate", "export")
 # The context of an item: the previous sentence and earlier ones within this budget.
 CONTEXT_CHARS = {"zh": 150, "en": 300}
 MAX_TEST_ITEMS, MAX_DEV_ITEMS = 2000, 600
+#: The test items again with only the sentence before the options as context.
+ONE_SENTENCE = "test_one_sentence"
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("languages", ["zh", "en"], "Which demo models to build.")
@@ -68,6 +70,12 @@ flags.DEFINE_string("configs_dir", "configs", "Where demo_<lang>_{pretrain,finet
 flags.DEFINE_string("zh_corpora", None, "Override the Chinese corpora (files, globs, folders).")
 flags.DEFINE_string("en_corpora", None, "Override the English corpora (files, globs, folders).")
 flags.DEFINE_integer("version", 1, "SavedModel version to write.")
+flags.DEFINE_string(
+    "previous_model",
+    None,
+    "A SavedModel to score beside the new one on the same held-out items; default: the "
+    "newest albert_demo_<lang> version under --export_base other than --version.",
+)
 flags.DEFINE_integer("seed", 0, "Seed of the items (distractors, answer positions).")
 flags.DEFINE_bool(
     "pretrain_on_finetune_text",
@@ -100,12 +108,23 @@ def prepare(lang: str, corpora: list[str], out: str) -> dict:
             groups[part].append(source)
     os.makedirs(out, exist_ok=True)
     common = dict(lang=lang, context_chars=CONTEXT_CHARS[lang])
+    # Training contexts run from the previous sentence alone (what people type into
+    # the demo) up to the full budget; test items come twice, with the same options
+    # and answers: one-sentence contexts, and contexts filling the budget.
     items = {
         part: next_sentence_items(
-            parts[part], groups=groups[part], seed=FLAGS.seed + k, prefix=part, **common
+            parts[part],
+            groups=groups[part],
+            seed=FLAGS.seed + k,
+            prefix=part,
+            vary_context=part != "test",
+            **common,
         )
         for k, part in enumerate(("finetune", "test", "pretrain"))
     }
+    one_sentence = next_sentence_items(
+        parts["test"], groups=groups["test"], seed=FLAGS.seed + 1, prefix="test", lang=lang
+    )
     # Dev items come from fine-tuning documents that no training item comes
     # from; training items from the other fine-tuning documents and from the
     # pretraining documents (the task is new to the model, the text is not).
@@ -128,10 +147,17 @@ def prepare(lang: str, corpora: list[str], out: str) -> dict:
     dev = [i for i in items["finetune"] if _document_of(i) in dev_docs]
     train = [i for i in items["finetune"] if _document_of(i) not in dev_docs]
     train += items["pretrain"]
-    test = items["test"]
-    for split in (dev, train, test):
+    for split in (dev, train):
         rng.shuffle(split)
-    splits = {"dev": dev[:MAX_DEV_ITEMS], "train": train, "test": test[:MAX_TEST_ITEMS]}
+    order = list(range(len(items["test"])))
+    rng.shuffle(order)
+    order = order[:MAX_TEST_ITEMS]
+    splits = {
+        "dev": dev[:MAX_DEV_ITEMS],
+        "train": train,
+        "test": [items["test"][i] for i in order],
+        ONE_SENTENCE: [one_sentence[i] for i in order],
+    }
     for name, split in splits.items():
         with open(os.path.join(out, f"{name}.jsonl"), "w", encoding="utf-8") as f:
             for item in split:  # the JSON Lines layout read_multiple_choice reads
@@ -235,7 +261,8 @@ def build(lang: str, corpora: list[str]) -> None:
         )
     write_json_atomic(times_path, times)
     if "evaluate" in stages:
-        report = evaluate(os.path.join(fine, "best"), data, SHARED_SETS[lang])
+        previous = FLAGS.previous_model or _previous_export(lang)
+        report = evaluate(os.path.join(fine, "best"), data, SHARED_SETS[lang], previous)
         write_json_atomic(os.path.join(work, "evaluation.json"), report)
         print(f"[{lang}] {json.dumps(report, ensure_ascii=False)}")
     if "export" in stages:
@@ -263,9 +290,45 @@ def _scored(result: dict, chance: float) -> dict:
     }
 
 
-def evaluate(model_dir: str, data_dir: str, shared_sets: list[str]) -> dict:
-    """Held-out next-sentence accuracy beside chance and the overlap baselines,
-    and accuracy on the shared multiple-choice sets (up to 1,000 items each)."""
+def _previous_export(lang: str) -> str | None:
+    """The newest exported demo model of ``lang`` other than the one being built."""
+    base = os.path.join(FLAGS.export_base, f"albert_demo_{lang}")
+    if not os.path.isdir(base):
+        return None
+    versions = [int(v) for v in os.listdir(base) if v.isdigit() and int(v) != FLAGS.version]
+    return os.path.join(base, str(max(versions))) if versions else None
+
+
+def saved_model_accuracy(path: str, items, batch_size: int = 32) -> float:
+    """Accuracy of an exported multiple-choice SavedModel through its
+    ``serving_default`` signature (options padded per batch with "")."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the tokenizer ops the SavedModel calls)
+
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    correct = 0
+    for start in range(0, len(items), batch_size):
+        batch = items[start : start + batch_size]
+        width = max(len(i.options) for i in batch)
+        if any(len(i.options) != width for i in batch):
+            raise ValueError("saved_model_accuracy needs the same option count in a batch")
+        result = serve(
+            context=tf.constant([i.context for i in batch]),
+            question=tf.constant([i.question for i in batch]),
+            options=tf.constant([list(i.options) for i in batch]),
+        )
+        predictions = result["prediction"].numpy()
+        correct += sum(int(p) == i.label for p, i in zip(predictions, batch, strict=True))
+    return correct / len(items)
+
+
+def evaluate(
+    model_dir: str, data_dir: str, shared_sets: list[str], previous_model: str | None = None
+) -> dict:
+    """Held-out next-sentence accuracy beside chance, the overlap baselines and the
+    previous model, on one-sentence contexts and on contexts of up to the full
+    budget (the same items), and accuracy on the shared multiple-choice sets (up to
+    1,000 items each)."""
     import tempfile
 
     import albert_tf
@@ -289,11 +352,23 @@ def evaluate(model_dir: str, data_dir: str, shared_sets: list[str]) -> dict:
     def chance(items) -> float:
         return sum(1 / len(i.options) for i in items) / len(items)
 
-    test, _ = read_multiple_choice(os.path.join(data_dir, "test.jsonl"))
-    held_out = _scored(scorer.evaluate(test), chance(test))
-    for weighting in ("count", "idf"):
-        baseline = overlap_accuracy(test, weighting)
-        held_out[f"overlap_{weighting}_baseline"] = round(baseline["accuracy"], 4)
+    def held_out(name: str) -> dict:
+        path = os.path.join(data_dir, f"{name}.jsonl")
+        if not os.path.isfile(path):
+            raise UserError(f"{path} is missing; run --stages=prepare in a new --work_dir")
+        items, _ = read_multiple_choice(path)
+        scores = _scored(scorer.evaluate(items), chance(items))
+        for weighting in ("count", "idf"):
+            baseline = overlap_accuracy(items, weighting)
+            scores[f"overlap_{weighting}_baseline"] = round(baseline["accuracy"], 4)
+        if previous_model:
+            scores["previous_model"] = {
+                "path": os.path.normpath(previous_model),
+                "accuracy": round(saved_model_accuracy(previous_model, items), 4),
+            }
+        return scores
+
+    report = {"held_out": held_out("test"), "held_out_one_sentence": held_out(ONE_SENTENCE)}
     shared = {}
     for path in shared_sets:
         if not os.path.isfile(path):
@@ -302,7 +377,7 @@ def evaluate(model_dir: str, data_dir: str, shared_sets: list[str]) -> dict:
         items, _ = read_multiple_choice(path)
         items = items[:1000]
         shared[_source(path)] = _scored(scorer.evaluate(items), chance(items))
-    return {"held_out": held_out, "shared_sets": shared}
+    return {**report, "shared_sets": shared}
 
 
 def model_card(lang: str, work: str) -> dict:
@@ -322,6 +397,9 @@ def model_card(lang: str, work: str) -> dict:
     finetune = read("finetune/summary.json")
     language = {"zh": "a Chinese", "en": "an English"}[lang]
     held = evaluation["held_out"]
+    # Work dirs of before the one-sentence test items lack this report.
+    short = evaluation.get("held_out_one_sentence")
+    unit = "characters" if lang == "zh" else "words"
     # Work dirs of before --pretrain_on_finetune_text lack these two keys; the first of
     # them pretrained on the pretraining documents alone, later ones say how many.
     documents = prepared.get("pretraining_documents", prepared["documents"]["pretrain"])
@@ -336,8 +414,16 @@ def model_card(lang: str, work: str) -> dict:
             f"Telling the sentence that continues {language} passage from sentences of "
             f"other documents: {held['accuracy']:.0%} of held-out questions, against "
             f"{held['chance']:.0%} by chance and {held['overlap_idf_baseline']:.0%} for "
-            f"picking the option sharing the most {'characters' if lang == 'zh' else 'words'} "
-            "with the context, weighted by rarity (IDF)."
+            f"picking the option sharing the most {unit} with the context, weighted by "
+            "rarity (IDF)."
+            + (
+                f" With only the sentence before the options as context (how people use "
+                f"the demo): {short['accuracy']:.0%}, against "
+                f"{short['overlap_count_baseline']:.0%} for counting shared {unit} and "
+                f"{short['overlap_idf_baseline']:.0%} weighted by rarity."
+                if short
+                else ""
+            )
         ),
         "not_good_at": (
             "Reasoning, world knowledge, reading comprehension questions, and text unlike "
@@ -372,6 +458,7 @@ def model_card(lang: str, work: str) -> dict:
             "seconds": round(times.get("finetune", 0.0)),
         },
         "held_out": evaluation["held_out"],
+        **({"held_out_one_sentence": short} if short else {}),
         "shared_sets": evaluation["shared_sets"],
         "rebuild": f"python -m albert_tf.demo_models --languages={lang}"
         + (" --pretrain_on_finetune_text" if extra_text else ""),

@@ -58,6 +58,7 @@ def next_sentence_items(
     lang: str = "",
     prefix: str = "next",
     context_chars: int = 0,
+    vary_context: bool = False,
     groups: Sequence[str] | None = None,
 ) -> list[MultipleChoiceExample]:
     """One item per sentence that has a predecessor, in document order.
@@ -71,6 +72,9 @@ def next_sentence_items(
         context_chars: the context is the previous sentence plus earlier ones
             while the total stays within this many characters (0: only the
             previous sentence).
+        vary_context: draw each item's budget uniformly from 0 to
+            ``context_chars`` instead, so contexts run from the previous sentence
+            alone (as people type into the demo) up to the full budget.
         groups: one label per document (e.g. its source corpus); distractors come
             only from other documents of the same group. Default: one group.
 
@@ -80,6 +84,10 @@ def next_sentence_items(
     ('A1.', 'A2.')
     >>> next_sentence_items(docs, num_options=3, context_chars=6)[1].context
     'A1. A2.'
+    >>> items = next_sentence_items([["A1.", "A2.", "A3.", "A4."], *docs[1:]] * 20,
+    ...     num_options=3, context_chars=8, vary_context=True)
+    >>> sorted({item.context.count(".") for item in items})
+    [1, 2]
     """
     if groups is not None and len(groups) != len(documents):
         raise ValueError(f"{len(groups)} groups for {len(documents)} documents")
@@ -104,7 +112,8 @@ def next_sentence_items(
                 continue  # too few other documents in this group
             label = rng.randrange(num_options)
             options = distractors[:label] + [doc[i]] + distractors[label:]
-            context = _context(doc, i, context_chars, joiner)
+            budget = rng.randint(0, context_chars) if vary_context else context_chars
+            context = _context(doc, i, budget, joiner)
             items.append(
                 MultipleChoiceExample(
                     f"{prefix}-{d}-{i - 1}", context, "", options, label, lang, "next_sentence"

@@ -57,8 +57,20 @@ def test_prepare_splits_by_document_and_builds_next_sentence_items(tmp_path):
         assert item.options[item.label] == doc[int(i) + 1]
         assert item.context.endswith(doc[int(i)]) and len(item.options) == 4
         assert not set(item.options) - {item.options[item.label]} & set(doc)
+    # The same questions with only the sentence before the options as context.
+    short, _ = read_multiple_choice(str(data / "test_one_sentence.jsonl"))
+    assert [(i.id, i.options, i.label) for i in short] == [
+        (i.id, i.options, i.label) for i in items
+    ]
+    for item in short:
+        _, d, i = item.id.split("-")
+        assert item.context == test_docs[int(d)][int(i)]
+    assert sum(s.context != i.context for s, i in zip(short, items, strict=True)) > 0
     train, _ = read_multiple_choice(str(data / "train.jsonl"))
     assert {i.context for i in train}.isdisjoint({i.context for i in items})
+    # Training contexts run from one sentence up to the budget (300 characters).
+    sentences = [len(item.context.split(". ")) for item in train]
+    assert min(sentences) == 1 and max(sentences) > 2
     # Training items: fine-tuning and pretraining documents; dev items: other
     # fine-tuning documents than any training item's.
     dev, _ = read_multiple_choice(str(data / "dev.jsonl"))
@@ -80,6 +92,8 @@ def test_evaluate_scores_a_model_against_chance_and_the_overlap_baseline(tmp_pat
         "--stages=prepare,evaluate",
         f"--zh_corpora={corpus}",
         f"--work_dir={tmp_path}",
+        # The "previous model" it is compared with: the same weights, exported.
+        f"--previous_model={mc_models['zh']['saved_model']}",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((work / "evaluation.json").read_text())
@@ -92,6 +106,15 @@ def test_evaluate_scores_a_model_against_chance_and_the_overlap_baseline(tmp_pat
     # Random weights: near chance; the overlap baselines see shared characters.
     assert abs(held["accuracy"] - 0.25) < 5 * held["accuracy_stderr"] + 0.02
     assert held["overlap_idf_baseline"] > 0.4 and held["overlap_count_baseline"] > 0.3
+    short = report["held_out_one_sentence"]
+    assert short["items"] == held["items"] and short["chance"] == 0.25
+    assert short["overlap_count_baseline"] > 0.3
+    assert short["overlap_count_baseline"] != held["overlap_count_baseline"]
+    # The exported copy of the same weights scores as the trainer does: the
+    # SavedModel's own tokenizer and packing, on the same items.
+    for scores in (held, short):
+        assert scores["previous_model"]["accuracy"] == pytest.approx(scores["accuracy"], abs=0.011)
+        assert scores["previous_model"]["path"].endswith("tiny_zh/1")
 
 
 def test_unknown_stage_and_language_are_user_errors(tmp_path):
@@ -112,6 +135,12 @@ def _write_stage_files(work: Path, accuracy: float) -> None:
         "times.json": {"pretrain": 100.4, "finetune": 50.6},
         "evaluation.json": {
             "held_out": {"accuracy": accuracy, "chance": 0.25, "overlap_idf_baseline": 0.5135},
+            "held_out_one_sentence": {
+                "accuracy": 0.4861,
+                "chance": 0.25,
+                "overlap_count_baseline": 0.4012,
+                "overlap_idf_baseline": 0.4420,
+            },
             "shared_sets": {},
         },
         "pretrain/pretraining_run.json": {
@@ -135,6 +164,11 @@ def test_model_card_reads_the_stages_records(tmp_path):
     assert card["good_at"].startswith("Telling the sentence that continues an English passage")
     assert "57% of held-out questions, against 25% by chance and 51% for" in card["good_at"]
     assert "most words" in card["good_at"]
+    assert card["good_at"].endswith(
+        "(how people use the demo): 49%, against 40% for counting shared words and 44% "
+        "weighted by rarity."
+    )
+    assert card["held_out_one_sentence"]["overlap_count_baseline"] == 0.4012
     assert card["pretraining"]["steps"] == 6000 and card["pretraining"]["seconds"] == 100
     assert card["pretraining"]["model"] == {"vocab_size": 8000, "hidden_size": 128, "share": "all"}
     assert card["finetuning"] == {"items": 400, "documents": 90, "steps": 3000, "seconds": 51}
