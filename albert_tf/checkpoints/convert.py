@@ -293,7 +293,9 @@ def find_tokenizer(folder: str):
     releases) or a BERT-style ``vocab.txt`` / ``vocab_chinese.txt`` (WordPiece:
     Google's Chinese ALBERT and the community's ``albert_chinese_*`` on Hugging
     Face, which use BERT's tokenizer). Lower-casing
-    follows ``tokenizer_config.json``'s ``do_lower_case`` (default: on).
+    follows ``tokenizer_config.json``'s ``do_lower_case`` (default: on); a WordPiece
+    folder whose fast ``tokenizer.json`` normalises with NFKC first (our Hugging Face
+    export of a vocabulary trained here) gets ``nfkc``.
     """
     from albert_tf.tokenizers import SentencePieceTokenizer, WordPieceTokenizer
 
@@ -318,8 +320,25 @@ def find_tokenizer(folder: str):
                 os.path.join(folder, name),
                 lower_case=lower_case,
                 tokenize_chinese_chars=bool(settings.get("tokenize_chinese_chars", True)),
+                nfkc=_fast_normalizer_starts_with_nfkc(folder),
             )
     return None
+
+
+def _fast_normalizer_starts_with_nfkc(folder: str) -> bool:
+    """Whether the folder's fast ``tokenizer.json`` runs NFKC before anything else."""
+    path = os.path.join(folder, "tokenizer.json")
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            normalizer = json.load(f).get("normalizer") or {}
+    except (OSError, ValueError):
+        return False
+    if normalizer.get("type") == "Sequence":
+        steps = normalizer.get("normalizers") or [{}]
+        return steps[0].get("type") == "NFKC"
+    return normalizer.get("type") == "NFKC"
 
 
 def hf_label_names(folder: str, num_labels: int) -> list[str]:

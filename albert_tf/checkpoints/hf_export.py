@@ -168,6 +168,13 @@ def check_hf_tokenizer(tokenizer) -> None:
             "this SentencePiece tokenizer does not split digits before commas, which "
             "Hugging Face's AlbertTokenizer always does: the ids would differ"
         )
+    if tokenizer.kind == "sentencepiece" and tokenizer.fold_punctuation:
+        from albert_tf.tokenizers.sentencepiece import check_foldable
+
+        try:
+            check_foldable(tokenizer._model_proto)
+        except ValueError as err:
+            raise CheckpointError(f"{err}: Hugging Face's ids would differ") from err
 
 
 def _fast_wordpiece_file(tokenizer) -> dict:
@@ -255,7 +262,8 @@ def write_hf_tokenizer(tokenizer, directory: str, max_length: int) -> list[str]:
     if tokenizer.kind == "sentencepiece":
         proto = tokenizer._model_proto
         if getattr(tokenizer, "fold_punctuation", False):
-            # AlbertTokenizer has no such step; the model's own normaliser can fold.
+            # AlbertTokenizer has no such step; the model's own normaliser can fold
+            # (check_hf_tokenizer made sure it can).
             from albert_tf.tokenizers.sentencepiece import typography_folding_model
 
             proto = typography_folding_model(proto)

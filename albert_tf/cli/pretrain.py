@@ -72,6 +72,12 @@ flags.DEFINE_boolean(
     "wordpiece trained from --corpus: fold text with Unicode NFKC (full-width → ASCII), "
     "in training and in every later tokenisation.",
 )
+flags.DEFINE_boolean(
+    "fold_punctuation",
+    True,
+    "sentencepiece trained from --corpus: fold curly quotes, dashes and no-break spaces "
+    "to keyboard characters, in training and in every later tokenisation.",
+)
 flags.DEFINE_integer("dupe_factor", 10, "Passes over --corpus when making pairs.")
 flags.DEFINE_integer("eval_every_document", 20, "Hold out one document in N of --corpus.")
 flags.DEFINE_integer("max_seq_length", _DEFAULTS["max_seq_length"], "Tokens per example.")
@@ -219,6 +225,7 @@ def main() -> None:
             tokenizer_kind=FLAGS.tokenizer_kind,
             vocab_size=FLAGS.vocab_size,
             nfkc=FLAGS.nfkc,
+            fold_punctuation=FLAGS.fold_punctuation,
             max_seq_length=FLAGS.max_seq_length,
             sentence_task=FLAGS.sentence_task,
             dupe_factor=FLAGS.dupe_factor,

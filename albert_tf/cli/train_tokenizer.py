@@ -42,6 +42,12 @@ flags.DEFINE_boolean(
     "sentencepiece: if the corpus is too small for --vocab_size, train the "
     "largest size it supports instead of failing.",
 )
+flags.DEFINE_boolean(
+    "fold_punctuation",
+    True,
+    "sentencepiece: fold curly quotes, dashes and no-break spaces to keyboard characters "
+    "when training and tokenising (recorded in tokenizer.json); off for the reference recipe.",
+)
 flags.DEFINE_float("character_coverage", 0.99995, "sentencepiece: character coverage.")
 flags.DEFINE_list(
     "user_defined_symbols",
@@ -88,6 +94,7 @@ def main() -> None:
             FLAGS.output_dir,
             vocab_size=FLAGS.vocab_size,
             lower_case=FLAGS.lower_case,
+            fold_punctuation=FLAGS.fold_punctuation,
             character_coverage=FLAGS.character_coverage,
             user_defined_symbols=FLAGS.user_defined_symbols,
             input_sentence_size=FLAGS.input_sentence_size,

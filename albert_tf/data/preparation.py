@@ -45,6 +45,7 @@ def prepare_pretraining_data(
     shrink_vocab: bool = True,
     lower_case: bool = True,
     nfkc: bool = True,
+    fold_punctuation: bool = True,
     max_seq_length: int = 512,
     sentence_task: str = "sop",
     dupe_factor: int = 10,
@@ -55,8 +56,10 @@ def prepare_pretraining_data(
 ) -> PreparedData:
     """Splits, tokenises and writes shards under ``work_dir`` (once).
 
-    ``nfkc``: a WordPiece tokenizer trained here folds text with NFKC
-    (`WordPieceTokenizer`); an existing ``tokenizer_dir`` keeps its own setting.
+    ``nfkc`` / ``fold_punctuation``: a WordPiece tokenizer trained here folds text
+    with NFKC (`WordPieceTokenizer`), a SentencePiece one folds typographic
+    punctuation (`SentencePieceTokenizer`); an existing ``tokenizer_dir`` keeps its
+    own settings.
     """
     done = os.path.join(work_dir, DONE_FILE)
     if storage.exists(done):
@@ -101,6 +104,7 @@ def prepare_pretraining_data(
                 tokenizer_dir,
                 vocab_size=vocab_size,
                 lower_case=lower_case,
+                fold_punctuation=fold_punctuation,
                 shrink_vocab=shrink_vocab,
             )
         elif tokenizer_kind == "wordpiece":

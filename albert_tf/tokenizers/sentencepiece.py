@@ -128,6 +128,25 @@ def normalize_text(
     return texts
 
 
+def _folded_characters() -> str:
+    return "".join(chars for chars, _ in TYPOGRAPHIC_FOLDS)
+
+
+def check_foldable(model_proto: bytes) -> None:
+    """Raises ValueError when a user-defined piece holds a character that
+    `TYPOGRAPHIC_FOLDS` changes: SentencePiece matches such pieces before its
+    normaliser runs, so a normalisation table (the Hugging Face and LiteRT
+    exports) cannot fold them."""
+    folded = set(_folded_characters())
+    kept_whole = sorted(p for p in user_defined_pieces(model_proto) if set(p) & folded)
+    if kept_whole:
+        raise ValueError(
+            f"the SentencePiece model keeps {kept_whole} whole (user-defined pieces), "
+            "which its normaliser cannot fold; retrain it without them "
+            "(train_sentencepiece leaves them out when fold_punctuation is on)"
+        )
+
+
 def typography_folding_model(model_proto: bytes) -> bytes:
     """``model_proto`` with `TYPOGRAPHIC_FOLDS` added to its own normaliser, so
     that a tokenizer without ``fold_punctuation`` (Hugging Face's
@@ -140,14 +159,7 @@ def typography_folding_model(model_proto: bytes) -> bytes:
         escape_whitespaces=False,
         remove_extra_whitespaces=False,
     )
-    folded = "".join(chars for chars, _ in TYPOGRAPHIC_FOLDS)
-    kept_whole = sorted(set(folded) & user_defined_pieces(model_proto))
-    if kept_whole:
-        raise ValueError(
-            f"the SentencePiece model keeps {kept_whole} whole (user-defined pieces), "
-            "which its normaliser cannot fold; retrain it without them "
-            "(train_sentencepiece leaves them out when fold_punctuation is on)"
-        )
+    check_foldable(model_proto)
     rules = dict(own.decompile())
     for chars, replacement in TYPOGRAPHIC_FOLDS:
         for ch in chars:
@@ -484,10 +496,15 @@ def train_sentencepiece(
         if count == 0:
             raise ValueError("training corpus is empty: no non-blank sentences to train on")
 
-        folded = "".join(chars for chars, _ in TYPOGRAPHIC_FOLDS) if fold_punctuation else ""
+        folded = set(_folded_characters()) if fold_punctuation else set()
         # A folded character never reaches the model: no piece for it (and a
         # user-defined one would bypass the normaliser of an exported model).
-        symbols = [s for s in user_defined_symbols if not set(s) & set(folded)]
+        symbols = [s for s in user_defined_symbols if not set(s) & folded]
+        if len(symbols) < len(user_defined_symbols):
+            logging.info(
+                "fold_punctuation: user-defined symbols %s left out (folding removes them)",
+                sorted(set(user_defined_symbols) - set(symbols)),
+            )
 
         def run(size: int) -> None:
             spm.SentencePieceTrainer.train(

@@ -158,7 +158,11 @@ class SentencePieceIds(tf.Module):
     def __init__(self, tokenizer) -> None:
         import tensorflow_text as tf_text
 
+        from albert_tf.tokenizers.sentencepiece import check_foldable
+
         super().__init__()
+        if tokenizer.options.get("fold_punctuation", False):
+            check_foldable(tokenizer._model_proto)  # folding is a normalisation table here
         self._fast = tf_text.FastSentencepieceTokenizer(composite_sentencepiece_model(tokenizer))
         self._table = tf.constant(digit_comma_table(tokenizer))
         # For joining question parts and options (`LiteRTModule._qa`).
@@ -401,6 +405,10 @@ class WordPieceIds(tf.Module):
         options = tokenizer.options
         if not options["tokenize_chinese_chars"]:
             raise ValueError("the LiteRT export needs tokenize_chinese_chars=True")
+        if options.get("nfkc", False) and not options["lower_case"]:
+            # Per character, NFKC cannot compose (ｶ + ﾞ → ガ); uncased tokenizers
+            # decompose again (NFD) and drop the marks, cased ones keep them.
+            raise ValueError("the LiteRT export of an nfkc tokenizer needs lower_case=True")
         vocab = tokenizer.vocabulary
         self.text = CharacterText(
             _wordpiece_character_model(
