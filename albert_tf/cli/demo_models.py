@@ -10,15 +10,19 @@ For each language (``--languages=zh,en``), from the shared corpora only:
    fine-tuning and pretraining documents (dev items from fine-tuning documents
    that no training item comes from) (``configs/demo_<lang>_finetune.flags``, through
    ``albert_tf.finetune``): 4 options, the true next sentence and three sentences
-   of other documents of the same corpus;
-4. score it on the test documents' items against chance and a lexical-overlap
-   baseline, and on the shared multiple-choice sets (no tuning to them);
+   of other documents of the same corpus; each context is the previous sentence
+   and, within a budget drawn per item from 0 to ``CONTEXT_CHARS``, earlier ones;
+4. score it on the test documents' items, with the full context budget and with one
+   sentence of context (the same questions), against chance, the counted and
+   IDF-weighted overlap baselines and the previously exported model, and on the
+   shared multiple-choice sets (no tuning to them);
 5. export ``<export_base>/albert_demo_<lang>/<version>/`` with a model card in
    ``assets.extra/model_card.json``, which the app shows.
 
 Each stage's output stays in ``--work_dir``; a stage whose output exists is not
 redone, so an interrupted rebuild continues (pretraining also resumes from its
-last checkpoint). ``--stages`` runs a subset.
+last checkpoint). ``--stages`` runs a subset; ``--stages=prepare,rescore`` scores an
+already exported model on today's test items and rewrites its card's figures.
 """
 
 from __future__ import annotations
@@ -54,16 +58,27 @@ SHARED_SETS = {
         f"{SHARED}/multiple_choice/quartz.jsonl.gz",
     ],
 }
-STAGES = ("prepare", "pretrain", "finetune", "evaluate", "export")
+STAGES = ("prepare", "pretrain", "finetune", "evaluate", "export", "rescore")
+#: Stages a plain run does; ``rescore`` is asked for by name.
+DEFAULT_STAGES = STAGES[:-1]
 # The context of an item: the previous sentence and earlier ones within this budget.
 CONTEXT_CHARS = {"zh": 150, "en": 300}
 MAX_TEST_ITEMS, MAX_DEV_ITEMS = 2000, 600
 #: The test items again with only the sentence before the options as context.
 ONE_SENTENCE = "test_one_sentence"
+#: What prepare.json records of how items are made: 2 = training contexts of varying
+#: length and the one-sentence test items (and, for pretraining, folding tokenizers).
+ITEMS_VERSION = 2
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("languages", ["zh", "en"], "Which demo models to build.")
-flags.DEFINE_list("stages", list(STAGES), f"Stages to run, of {', '.join(STAGES)}.")
+flags.DEFINE_list(
+    "stages",
+    list(DEFAULT_STAGES),
+    f"Stages to run, of {', '.join(STAGES)}. rescore scores the exported "
+    "albert_demo_<lang>/<version> on the prepared test items and rewrites its card's "
+    "held-out figures (for a model exported before a figure existed).",
+)
 flags.DEFINE_string("work_dir", "runs/demo_models", "Splits, pretraining and fine-tuning runs.")
 flags.DEFINE_string("export_base", "models/exported", "Where albert_demo_<lang>/ go.")
 flags.DEFINE_string("configs_dir", "configs", "Where demo_<lang>_{pretrain,finetune}.flags are.")
@@ -163,6 +178,7 @@ def prepare(lang: str, corpora: list[str], out: str) -> dict:
             for item in split:  # the JSON Lines layout read_multiple_choice reads
                 f.write(json.dumps(dataclasses.asdict(item), ensure_ascii=False) + "\n")
     summary = {
+        "items_version": ITEMS_VERSION,
         "corpora": [os.path.basename(p) for p in corpora],
         "documents": {k: len(v) for k, v in parts.items()},
         "pretrain_on_finetune_text": FLAGS.pretrain_on_finetune_text,
@@ -219,6 +235,16 @@ def build(lang: str, corpora: list[str]) -> None:
     stages = FLAGS.stages
 
     prepared_path = os.path.join(data, "prepare.json")
+    if os.path.exists(prepared_path):
+        with open(prepared_path, encoding="utf-8") as f:
+            cached_items = json.load(f).get("items_version", 1)
+        if cached_items != ITEMS_VERSION and {"pretrain", "finetune", "evaluate"} & set(stages):
+            # Older work dirs train on full-budget contexts only, lack the one-sentence
+            # test items, and their tokenizer does not fold full-width text.
+            raise UserError(
+                f"{data} was prepared by an older demo_models (items version "
+                f"{cached_items}, now {ITEMS_VERSION}); use a new --work_dir"
+            )
     pretrain_pending = "pretrain" in stages and not os.path.isdir(os.path.join(pre, "final"))
     if os.path.exists(prepared_path) and pretrain_pending:
         # A cached split must hold the pretraining text this command asks for.
@@ -276,6 +302,8 @@ def build(lang: str, corpora: list[str]) -> None:
             model_card=card,
         )
         print(f"[{lang}] exported {path}")
+    if "rescore" in stages:
+        print(f"[{lang}] rescored {rescore(lang, data)}")
 
 
 def _scored(result: dict, chance: float) -> dict:
@@ -291,11 +319,11 @@ def _scored(result: dict, chance: float) -> dict:
 
 
 def _previous_export(lang: str) -> str | None:
-    """The newest exported demo model of ``lang`` other than the one being built."""
+    """The newest exported demo model of ``lang`` below the version being built."""
     base = os.path.join(FLAGS.export_base, f"albert_demo_{lang}")
     if not os.path.isdir(base):
         return None
-    versions = [int(v) for v in os.listdir(base) if v.isdigit() and int(v) != FLAGS.version]
+    versions = [int(v) for v in os.listdir(base) if v.isdigit() and int(v) < FLAGS.version]
     return os.path.join(base, str(max(versions))) if versions else None
 
 
@@ -322,6 +350,85 @@ def saved_model_accuracy(path: str, items, batch_size: int = 32) -> float:
     return correct / len(items)
 
 
+def _chance(items) -> float:
+    return sum(1 / len(i.options) for i in items) / len(items)
+
+
+def held_out_scores(data_dir: str, score, previous_model: str | None = None) -> dict:
+    """``held_out`` (test items) and ``held_out_one_sentence`` (the same items with one
+    sentence of context): ``score(items)``'s accuracy (a dict with ``accuracy`` and
+    ``count``) beside chance, counted and IDF overlap, and the previous model."""
+    from albert_tf.baselines.overlap import overlap_accuracy
+    from albert_tf.tasks.multiple_choice.data import read_multiple_choice
+
+    def held_out(name: str) -> dict:
+        path = os.path.join(data_dir, f"{name}.jsonl")
+        if not os.path.isfile(path):
+            raise UserError(f"{path} is missing; run --stages=prepare in a new --work_dir")
+        items, _ = read_multiple_choice(path)
+        scores = _scored(score(items), _chance(items))
+        for weighting in ("count", "idf"):
+            baseline = overlap_accuracy(items, weighting)
+            scores[f"overlap_{weighting}_baseline"] = round(baseline["accuracy"], 4)
+        if previous_model:
+            scores["previous_model"] = {
+                "path": os.path.normpath(previous_model),
+                "accuracy": round(saved_model_accuracy(previous_model, items), 4),
+            }
+        return scores
+
+    return {"held_out": held_out("test"), "held_out_one_sentence": held_out(ONE_SENTENCE)}
+
+
+def rescore(lang: str, data_dir: str) -> str:
+    """Scores the exported ``albert_demo_<lang>/<--version>`` on the prepared test items
+    and rewrites its card's held-out figures and its "good at" line; returns the card's
+    path. The test items are the ones the model was first scored on when the
+    documents and ``--seed`` are the same; the card keeps the figure it had as
+    ``held_out_when_exported`` when the new one differs."""
+    path = os.path.join(FLAGS.export_base, f"albert_demo_{lang}", str(FLAGS.version))
+    card_path = os.path.join(path, "assets.extra", "model_card.json")
+    if not os.path.isfile(card_path):
+        raise UserError(f"{card_path} not found: pass the --export_base and --version to rescore")
+    with open(card_path, encoding="utf-8") as f:
+        card = json.load(f)
+    report = held_out_scores(
+        data_dir, lambda items: {"accuracy": saved_model_accuracy(path, items), "count": len(items)}
+    )
+    for key, scores in report.items():
+        before = card.get(key)
+        if isinstance(before, dict):
+            if "previous_model" in before:  # what it replaced is not rescored here
+                scores["previous_model"] = before["previous_model"]
+            if before.get("accuracy") != scores["accuracy"]:
+                card[f"{key}_when_exported"] = before
+        card[key] = scores
+    card["good_at"] = good_at(lang, report["held_out"], report["held_out_one_sentence"])
+    write_json_atomic(card_path, card)
+    return card_path
+
+
+def good_at(lang: str, held: dict, short: dict | None) -> str:
+    """The card's "good at" line from its held-out figures."""
+    language = {"zh": "a Chinese", "en": "an English"}[lang]
+    unit = "characters" if lang == "zh" else "words"
+    text = (
+        f"Telling the sentence that continues {language} passage from sentences of "
+        f"other documents: {held['accuracy']:.0%} of held-out questions, against "
+        f"{held['chance']:.0%} by chance and {held['overlap_idf_baseline']:.0%} for "
+        f"picking the option sharing the most {unit} with the context, weighted by "
+        "rarity (IDF)."
+    )
+    if short:
+        text += (
+            f" With only the sentence before the options as context (how people use "
+            f"the demo): {short['accuracy']:.0%}, against "
+            f"{short['overlap_count_baseline']:.0%} for counting shared {unit} and "
+            f"{short['overlap_idf_baseline']:.0%} weighted by rarity."
+        )
+    return text
+
+
 def evaluate(
     model_dir: str, data_dir: str, shared_sets: list[str], previous_model: str | None = None
 ) -> dict:
@@ -332,7 +439,6 @@ def evaluate(
     import tempfile
 
     import albert_tf
-    from albert_tf.baselines.overlap import overlap_accuracy
     from albert_tf.checkpoints.saved_format import read_finetune_settings
     from albert_tf.tasks.multiple_choice.data import read_multiple_choice
     from albert_tf.tasks.multiple_choice.trainer import MultipleChoiceTrainer
@@ -349,26 +455,7 @@ def evaluate(
         progress=False,
     )
 
-    def chance(items) -> float:
-        return sum(1 / len(i.options) for i in items) / len(items)
-
-    def held_out(name: str) -> dict:
-        path = os.path.join(data_dir, f"{name}.jsonl")
-        if not os.path.isfile(path):
-            raise UserError(f"{path} is missing; run --stages=prepare in a new --work_dir")
-        items, _ = read_multiple_choice(path)
-        scores = _scored(scorer.evaluate(items), chance(items))
-        for weighting in ("count", "idf"):
-            baseline = overlap_accuracy(items, weighting)
-            scores[f"overlap_{weighting}_baseline"] = round(baseline["accuracy"], 4)
-        if previous_model:
-            scores["previous_model"] = {
-                "path": os.path.normpath(previous_model),
-                "accuracy": round(saved_model_accuracy(previous_model, items), 4),
-            }
-        return scores
-
-    report = {"held_out": held_out("test"), "held_out_one_sentence": held_out(ONE_SENTENCE)}
+    report = held_out_scores(data_dir, scorer.evaluate, previous_model)
     shared = {}
     for path in shared_sets:
         if not os.path.isfile(path):
@@ -376,7 +463,7 @@ def evaluate(
             continue
         items, _ = read_multiple_choice(path)
         items = items[:1000]
-        shared[_source(path)] = _scored(scorer.evaluate(items), chance(items))
+        shared[_source(path)] = _scored(scorer.evaluate(items), _chance(items))
     return {**report, "shared_sets": shared}
 
 
@@ -395,11 +482,9 @@ def model_card(lang: str, work: str) -> dict:
     pretrain_run = read("pretrain/pretraining_run.json")
     pretrain_results = read("pretrain/eval_results.json")  # its step: the steps trained
     finetune = read("finetune/summary.json")
-    language = {"zh": "a Chinese", "en": "an English"}[lang]
     held = evaluation["held_out"]
     # Work dirs of before the one-sentence test items lack this report.
     short = evaluation.get("held_out_one_sentence")
-    unit = "characters" if lang == "zh" else "words"
     # Work dirs of before --pretrain_on_finetune_text lack these two keys; the first of
     # them pretrained on the pretraining documents alone, later ones say how many.
     documents = prepared.get("pretraining_documents", prepared["documents"]["pretrain"])
@@ -410,21 +495,7 @@ def model_card(lang: str, work: str) -> dict:
         "name": f"albert_demo_{lang}",
         "language": lang,
         "task": "Which option continues the context? (multiple choice, any number of options)",
-        "good_at": (
-            f"Telling the sentence that continues {language} passage from sentences of "
-            f"other documents: {held['accuracy']:.0%} of held-out questions, against "
-            f"{held['chance']:.0%} by chance and {held['overlap_idf_baseline']:.0%} for "
-            f"picking the option sharing the most {unit} with the context, weighted by "
-            "rarity (IDF)."
-            + (
-                f" With only the sentence before the options as context (how people use "
-                f"the demo): {short['accuracy']:.0%}, against "
-                f"{short['overlap_count_baseline']:.0%} for counting shared {unit} and "
-                f"{short['overlap_idf_baseline']:.0%} weighted by rarity."
-                if short
-                else ""
-            )
-        ),
+        "good_at": good_at(lang, held, short),
         "not_good_at": (
             "Reasoning, world knowledge, reading comprehension questions, and text unlike "
             "its training corpora; it is a small model trained on two CPU cores."

@@ -84,10 +84,12 @@ def next_sentence_items(
     ('A1.', 'A2.')
     >>> next_sentence_items(docs, num_options=3, context_chars=6)[1].context
     'A1. A2.'
-    >>> items = next_sentence_items([["A1.", "A2.", "A3.", "A4."], *docs[1:]] * 20,
-    ...     num_options=3, context_chars=8, vary_context=True)
-    >>> sorted({item.context.count(".") for item in items})
-    [1, 2]
+    >>> long = [["A1.", "A2.", "A3.", "A4.", "A5."], *docs[1:]] * 20
+    >>> def sentences(**kw):
+    ...     items = next_sentence_items(long, num_options=3, context_chars=20, **kw)
+    ...     return sorted({i.context.count(".") for i in items if i.id.endswith("-3")})
+    >>> sentences(), sentences(vary_context=True)
+    ([4], [1, 2, 3, 4])
     """
     if groups is not None and len(groups) != len(documents):
         raise ValueError(f"{len(groups)} groups for {len(documents)} documents")

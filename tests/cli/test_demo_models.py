@@ -68,9 +68,24 @@ def test_prepare_splits_by_document_and_builds_next_sentence_items(tmp_path):
     assert sum(s.context != i.context for s, i in zip(short, items, strict=True)) > 0
     train, _ = read_multiple_choice(str(data / "train.jsonl"))
     assert {i.context for i in train}.isdisjoint({i.context for i in items})
-    # Training contexts run from one sentence up to the budget (300 characters).
-    sentences = [len(item.context.split(". ")) for item in train]
-    assert min(sentences) == 1 and max(sentences) > 2
+    # Training contexts run from the previous sentence alone up to the full budget
+    # (300 characters): where the full budget holds earlier sentences, most items
+    # get fewer of them, and some get the previous sentence alone.
+    from albert_tf.data.next_sentence import _context
+
+    docs_of = {p: [d for d, q in zip(documents, parts, strict=True) if q == p] for p in parts}
+    shorter = alone = could_be_longer = 0
+    for item in train:
+        part, d, i = item.id.split("-")
+        doc = docs_of[part][int(d)]
+        full = _context(doc, int(i) + 1, 300, " ")
+        assert full.endswith(item.context) and item.context.endswith(doc[int(i)])
+        if full != doc[int(i)]:
+            could_be_longer += 1
+            shorter += item.context != full
+            alone += item.context == doc[int(i)]
+    assert could_be_longer > 100
+    assert shorter > 0.5 * could_be_longer and alone > 0.1 * could_be_longer
     # Training items: fine-tuning and pretraining documents; dev items: other
     # fine-tuning documents than any training item's.
     dev, _ = read_multiple_choice(str(data / "dev.jsonl"))
@@ -115,6 +130,38 @@ def test_evaluate_scores_a_model_against_chance_and_the_overlap_baseline(tmp_pat
     for scores in (held, short):
         assert scores["previous_model"]["accuracy"] == pytest.approx(scores["accuracy"], abs=0.011)
         assert scores["previous_model"]["path"].endswith("tiny_zh/1")
+
+
+def test_rescore_adds_the_one_sentence_figures_to_an_exported_card(tmp_path, mc_models):
+    export = tmp_path / "exported" / "albert_demo_zh" / "3"
+    shutil.copytree(mc_models["zh"]["saved_model"], export)
+    result = _demo_models(
+        "--languages=zh",
+        "--stages=prepare,rescore",
+        f"--zh_corpora={sample_path('zh')}",
+        f"--work_dir={tmp_path / 'work'}",
+        f"--export_base={tmp_path / 'exported'}",
+        "--version=3",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    card = json.loads((export / "assets.extra" / "model_card.json").read_text())
+    items, _ = read_multiple_choice(str(tmp_path / "work" / "zh" / "data" / "test.jsonl"))
+    for key in ("held_out", "held_out_one_sentence"):
+        assert card[key]["items"] == len(items) and "overlap_count_baseline" in card[key]
+    # The figure it was exported with (the helper's made-up 0.31) is kept apart.
+    assert card["held_out_when_exported"]["accuracy"] == 0.31
+    assert "(how people use the demo)" in card["good_at"]
+    assert card["name"] == "tiny_zh"  # the rest of the card is left alone
+
+
+def test_a_work_dir_from_an_older_demo_models_is_refused_before_training(tmp_path):
+    data = tmp_path / "zh" / "data"
+    data.mkdir(parents=True)
+    (data / "prepare.json").write_text(json.dumps({"items": {"test": 10}}))  # no version
+    result = _demo_models("--languages=zh", "--stages=prepare,finetune", f"--work_dir={tmp_path}")
+    assert result.returncode == 2
+    assert "prepared by an older demo_models (items version 1, now 2)" in result.stderr
+    assert not (tmp_path / "zh" / "finetune").exists()
 
 
 def test_unknown_stage_and_language_are_user_errors(tmp_path):
