@@ -842,13 +842,19 @@ def model_section(card_path: str) -> list[str]:
         "",
     ]
     held = card.get("held_out", {})
+    short = card.get("held_out_one_sentence", {})
     rows = [
         [
-            "held-out questions",
-            fmt(held.get("items")),
-            fmt(held.get("chance")),
-            f"{fmt(held.get('accuracy'))} ± {fmt_stderr(held.get('accuracy_stderr'))}",
+            name,
+            fmt(scores.get("items")),
+            fmt(scores.get("chance")),
+            f"{fmt(scores.get('accuracy'))} ± {fmt_stderr(scores.get('accuracy_stderr'))}",
         ]
+        for name, scores in (
+            ("held-out questions", held),
+            ("the same, one sentence of context", short),
+        )
+        if scores
     ]
     for set_name, result in card.get("shared_sets", {}).items():
         rows.append(
@@ -860,17 +866,21 @@ def model_section(card_path: str) -> list[str]:
             ]
         )
     lines += markdown_table(["set", "items", "chance", "accuracy"], rows) + [""]
-    baselines = {k: v for k, v in held.items() if k.endswith("_baseline")}
-    if baselines:
-        lines += [
-            "Baselines on the held-out questions: "
-            + ", ".join(
-                f"{k.removesuffix('_baseline').replace('_', ' ')} {fmt(v)}"
-                for k, v in baselines.items()
-            )
-            + ".",
-            "",
-        ]
+    for what, scores in (("held-out questions", held), ("one-sentence questions", short)):
+        baselines = {k: v for k, v in scores.items() if k.endswith("_baseline")}
+        previous = scores.get("previous_model", {})
+        if previous.get("accuracy") is not None:
+            baselines[f"previous model ({previous.get('path', '?')})"] = previous["accuracy"]
+        if baselines:
+            lines += [
+                f"Baselines on the {what}: "
+                + ", ".join(
+                    f"{k.removesuffix('_baseline').replace('_', ' ')} {fmt(v)}"
+                    for k, v in baselines.items()
+                )
+                + ".",
+                "",
+            ]
     pre, fine = card.get("pretraining", {}), card.get("finetuning", {})
     model = pre.get("model", {})
     shape = ", ".join(f"{k} {fmt(v)}" for k, v in model.items())
