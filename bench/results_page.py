@@ -867,17 +867,18 @@ def model_section(card_path: str) -> list[str]:
         )
     lines += markdown_table(["set", "items", "chance", "accuracy"], rows) + [""]
     for what, scores in (("held-out questions", held), ("one-sentence questions", short)):
-        baselines = {k: v for k, v in scores.items() if k.endswith("_baseline")}
+        baselines = {
+            k.removesuffix("_baseline").replace("_", " "): v
+            for k, v in scores.items()
+            if k.endswith("_baseline")
+        }
         previous = scores.get("previous_model", {})
         if previous.get("accuracy") is not None:
-            baselines[f"previous model ({previous.get('path', '?')})"] = previous["accuracy"]
+            baselines[f"previous model (`{previous.get('path', '?')}`)"] = previous["accuracy"]
         if baselines:
             lines += [
                 f"Baselines on the {what}: "
-                + ", ".join(
-                    f"{k.removesuffix('_baseline').replace('_', ' ')} {fmt(v)}"
-                    for k, v in baselines.items()
-                )
+                + ", ".join(f"{k} {fmt(v)}" for k, v in baselines.items())
                 + ".",
                 "",
             ]

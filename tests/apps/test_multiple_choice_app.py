@@ -53,6 +53,12 @@ def test_app_answers_chinese_then_edited_english(app, mc_models):
     assert any(m.label.startswith("Latency") for m in app.metric)
     assert app.sidebar.metric[0].label == "Held-out accuracy"
     assert app.sidebar.metric[0].value == "31.0%"
+    # How the demo is used, one sentence of context, beside counting shared characters.
+    short = app.sidebar.metric[1]
+    assert (short.label, short.value) == ("Held-out accuracy, one-sentence context", "29.0%")
+    assert short.delta == "+2.0% vs counting shared units"
+    sidebar_captions = "\n".join(c.value for c in app.sidebar.caption)
+    assert "weighted by rarity: 28.0%; the model this one replaced: 26.0%" in sidebar_captions
 
     # The English example is answered by the English model, without a sidebar choice.
     app.radio[0].set_value("English").run()
@@ -191,7 +197,8 @@ def test_app_renders_and_answers_in_headless_chromium(mc_models, tmp_path):
         assert "ALBERT multiple choice" in text
         assert "Answer:" in text, text[-2000:]
         assert (folder / f"multiple_choice_app_{lang}.png").stat().st_size > 10_000
-    assert "他们主要负责AI算法的研究和落地." in pages["zh"]
+    # Random weights: any of the example's options may win.
+    assert any(f"Answer: {o}" in pages["zh"] for o in EXAMPLE_OPTIONS_ZH), pages["zh"][-2000:]
     assert "Answered by tiny_zh" in pages["zh"] and "Held-out accuracy" in pages["zh"]
     assert "Answered by tiny_en" in pages["en"], pages["en"][-2000:]
     # The English model has no card: the sidebar says so instead of showing one.
@@ -199,6 +206,12 @@ def test_app_renders_and_answers_in_headless_chromium(mc_models, tmp_path):
 
 
 SHIPPED = REPO / "models" / "exported"
+EXAMPLE_OPTIONS_ZH = [
+    "成都动物园里的大熊猫人人都想摸一下.",
+    "他们主要负责AI算法的研究和落地.",
+    "我没吃上吉士果.",
+    "你吃饭了吗?",
+]
 
 
 def test_the_shipped_demo_models_answer_both_examples(monkeypatch):
@@ -225,3 +238,45 @@ def test_the_shipped_demo_models_answer_both_examples(monkeypatch):
         table = app.dataframe[0].value
         assert table.loc[table["probability"].idxmax(), "option"] == answer
         assert f"Answered by **{model} (version" in _caption_texts(app)
+        # Typed half-width (AI, ".") against a vocabulary from full-width newsprint.
+        assert not [w.value for w in app.warning if "[UNK]" in w.value]
+        if example == "中文":
+            # The card's figure for how the demo is used: a one-sentence context.
+            labels = [m.label for m in app.sidebar.metric]
+            assert "Held-out accuracy, one-sentence context" in labels
+
+
+# Half-width Latin letters, digits and ASCII punctuation inside Chinese, as people
+# type it; its newsprint corpus printed all of these full-width.
+HALF_WIDTH = {
+    "context": "我们用Python和TensorFlow 2.21训练了一个ALBERT模型, batch size是64.",
+    "options": [
+        "成都动物园里的大熊猫人人都想摸一下.",
+        "训练在2块CPU上跑了大约1个小时.",
+        "我没吃上吉士果.",
+        "你吃饭了吗?",
+    ],
+}
+HALF_WIDTH_ANSWER = 1
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
+def test_the_shipped_chinese_model_reads_typed_text_in_chromium(tmp_path):
+    """The seeds' example, then a half-width English-in-Chinese sentence typed into the
+    page: both answered by the shipped Chinese model without the [UNK] warning."""
+    with app_in_chromium(APP, SHIPPED, tmp_path) as page:
+        page.open("/")
+        folder = screenshot_dir(tmp_path)
+        seeds = page.wait_for("Answer: 他们主要负责AI算法的研究和落地.", "by albert_demo_zh")
+        page.type_into("Context", HALF_WIDTH["context"])
+        page.type_into("Options (one per line)", "\n".join(HALF_WIDTH["options"]))
+        typed = page.wait_for(f"Answer: {HALF_WIDTH['options'][HALF_WIDTH_ANSWER]}")
+        page.screenshot(folder / "multiple_choice_app_half_width.png")
+        fields = [page.field_value(label) for label in ("Context", "Options (one per line)")]
+    assert "Answer: 他们主要负责AI算法的研究和落地." in seeds, seeds[-2000:]
+    assert "one-sentence context" in seeds
+    assert fields == [HALF_WIDTH["context"], "\n".join(HALF_WIDTH["options"])]
+    assert f"Answer: {HALF_WIDTH['options'][HALF_WIDTH_ANSWER]}" in typed, typed[-2000:]
+    assert "Answered by albert_demo_zh" in typed
+    for text in (seeds, typed):
+        assert "unknown to this model's vocabulary" not in text

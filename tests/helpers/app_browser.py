@@ -81,6 +81,30 @@ class Page:
             f".find(l => l.innerText.trim() === {json.dumps(label)}).click()",
         )
 
+    def type_into(self, label: str, text: str) -> None:
+        """Replaces the text of the field labelled ``label`` as a visitor would: focus,
+        select all, type (``Input.insertText``), then leave the field, which is when
+        Streamlit sends a text area's value."""
+        found = self.call(
+            "Runtime.evaluate",
+            expression=f"(() => {{ const f = document.querySelector("
+            f"'[aria-label=' + JSON.stringify({json.dumps(label)}) + ']');"
+            " f.focus(); f.select(); })()",
+        )
+        if "exceptionDetails" in found:  # no such field: typing would go elsewhere
+            raise LookupError(f"no field labelled {label!r} on the page: {found}")
+        self.call("Input.insertText", text=text)
+        self.call("Runtime.evaluate", expression="document.activeElement.blur()")
+
+    def field_value(self, label: str) -> str:
+        """The current text of the field labelled ``label``."""
+        result = self.call(
+            "Runtime.evaluate",
+            expression=f"document.querySelector('[aria-label=' + "
+            f"JSON.stringify({json.dumps(label)}) + ']').value",
+        )
+        return result.get("result", {}).get("value", "")
+
     def screenshot(self, path: Path) -> Path:
         shot = self.call("Page.captureScreenshot", format="png")
         path.write_bytes(base64.b64decode(shot["data"]))
