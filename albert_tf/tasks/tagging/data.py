@@ -548,30 +548,68 @@ def decode_entities(
     return found if with_words else [entity for entity, _ in found]
 
 
+@dataclasses.dataclass(frozen=True)
+class TagScheme:
+    """How a tagger's outputs decode, whatever their order and scheme (BIO, IOB1,
+    BIOES): the entity types, and per tag its type's index (-1 for ``O``), whether
+    it opens an entity (``B-``, ``S-``) and whether an entity ends with it (``E-``,
+    ``S-``). The in-graph decoding of `TaggerServingModule` reads these; they give
+    `bio_chunks`' chunks (conlleval's rules).
+
+    >>> scheme = tag_scheme(["B-PER", "O", "E-PER", "S-LOC", "I-PER"])
+    >>> scheme.types, scheme.type_of
+    (['PER', 'LOC'], [0, -1, 0, 1, 0])
+    >>> scheme.opens, scheme.closes
+    ([True, False, False, True, False], [False, False, True, True, False])
+    """
+
+    types: list[str]
+    type_of: list[int]
+    opens: list[bool]
+    closes: list[bool]
+
+
+def tag_scheme(tag_names: Sequence[str]) -> TagScheme:
+    """The `TagScheme` of a tagger's tags.
+
+    Raises:
+      ValueError: a tag is neither ``O`` nor ``B-X``/``I-X``/``E-X``/``S-X``, a tag
+        repeats, or there is no ``O``.
+    """
+    names = list(tag_names)
+    bad = [n for n in names if n != "O" and not (n[:2] in ("B-", "I-", "E-", "S-") and n[2:])]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if bad or repeated or "O" not in names:
+        problem = (
+            f"tags {bad} are not 'O' or 'B-X', 'I-X', 'E-X', 'S-X'"
+            if bad
+            else f"tags {repeated} repeat"
+            if repeated
+            else "there is no 'O' tag"
+        )
+        raise ValueError(
+            f"{problem}: a tagger's tags are 'O' and BIO or BIOES tags of entity types, "
+            f"as tag_names() makes them; got {names}"
+        )
+    types = list(dict.fromkeys(n[2:] for n in names if n != "O"))
+    return TagScheme(
+        types=types,
+        type_of=[-1 if n == "O" else types.index(n[2:]) for n in names],
+        opens=[n[:1] in ("B", "S") for n in names],
+        closes=[n[:1] in ("E", "S") for n in names],
+    )
+
+
 def check_tag_names(tag_names: Sequence[str]) -> None:
-    """Refuses tag lists that are not ``O`` then ``B-X``/``I-X`` pairs (`tag_names`).
+    """Refuses tags a tagger cannot decode (`tag_scheme`).
 
     >>> check_tag_names(["O", "B-PER", "I-PER"])
-    >>> check_tag_names(["B-PER", "O"])  # doctest: +ELLIPSIS
+    >>> check_tag_names(["PER", "O"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: tags must be 'O' then a 'B-X', 'I-X' pair per entity type, ...
+    ValueError: tags ['PER'] are not 'O' or 'B-X', 'I-X', 'E-X', 'S-X': ...
     """
-    pairs = list(tag_names[1:])
-    ok = (
-        bool(tag_names)
-        and tag_names[0] == "O"
-        and len(pairs) % 2 == 0
-        and all(
-            b == f"B-{b[2:]}" and i == f"I-{b[2:]}" and len(b) > 2
-            for b, i in zip(pairs[::2], pairs[1::2], strict=True)
-        )
-    )
-    if not ok:
-        raise ValueError(
-            "tags must be 'O' then a 'B-X', 'I-X' pair per entity type, as tag_names() "
-            f"makes them; got {list(tag_names)}"
-        )
+    tag_scheme(tag_names)
 
 
 def encode_tagging(
@@ -590,10 +628,20 @@ def encode_tagging(
     entities with a boundary inside a word (`piece_tags`); ``labelled``.
     """
     tag_index = {name: i for i, name in enumerate(tag_names)}
-    unknown = {e.label for item in items for e in item.entities} - {n[2:] for n in tag_names}
+    labels = {e.label for item in items for e in item.entities}
+    unknown = labels - {n[2:] for n in tag_names}
     if unknown:
         raise ValueError(
             f"entity labels {sorted(unknown)} are not among the model's tags {list(tag_names)}"
+        )
+    # Training writes BIO tags (`piece_tags`); a BIOES or IOB1 tagger lacks some.
+    missing = sorted(
+        f"{p}-{label}" for label in labels for p in "BI" if f"{p}-{label}" not in tag_index
+    )
+    if missing:
+        raise ValueError(
+            f"training writes BIO tags, and the model has no {missing}: fine-tune from a "
+            "tagger with B- and I- tags for each entity type, or from an encoder"
         )
     width = max_seq_length - 2
     encoded: list[dict] = []

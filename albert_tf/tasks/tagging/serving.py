@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from albert_tf.models.backbone import BACKBONE_INPUTS
 from albert_tf.serving.id_checks import check_max_seq_length
-from albert_tf.tasks.tagging.data import check_tag_names, check_tokenizer, pack_tagging
+from albert_tf.tasks.tagging.data import check_tokenizer, pack_tagging, tag_scheme
 
 _TEXT = tf.TensorSpec([None], tf.string)
 
@@ -32,8 +32,9 @@ class TaggerServingModule(tf.Module):
       ``starts``/``ends`` int32 [B, P] (−1 padded) and ``word_starts`` bool:
       what the model reads, and where each piece came from.
 
-    Entities are decoded as conlleval and seqeval decode BIO tags: an entity
-    opens at ``B-X``, or at ``I-X`` after another type or ``O``. An empty batch
+    Entities are decoded as conlleval and seqeval decode tags (`tag_scheme`): an
+    entity opens at ``B-X`` or ``S-X``, or at ``I-X``/``E-X`` after ``O``, after
+    ``E-``/``S-`` or after another type. An empty batch
     gets empty outputs. A text past `LIMITS` fails with ``InvalidArgumentError``
     naming the limit, before tokenisation.
 
@@ -41,7 +42,7 @@ class TaggerServingModule(tf.Module):
         model: an `AlbertTokenClassifier`.
         tokenizer: its tokenizer (with ``tokenize_with_offsets``: WordPiece).
         max_seq_length: longest packed window, [CLS] and [SEP] included.
-        tag_names: the model's tags, ``O`` then ``B-X``, ``I-X`` per type.
+        tag_names: the model's tags: ``O`` and BIO or BIOES tags, in any order.
 
     Example:
         >>> module = TaggerServingModule(model, tok, 128, ["O", "B-PER", "I-PER"])  # doctest: +SKIP
@@ -56,17 +57,18 @@ class TaggerServingModule(tf.Module):
         super().__init__(name="albert_tagger")
         check_max_seq_length(model, max_seq_length)
         check_tokenizer(tokenizer)
-        check_tag_names(tag_names)
         if len(tag_names) != model.num_tags:
             raise ValueError(f"{len(tag_names)} tag names for {model.num_tags} tags: {tag_names}")
         self.model = model
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
-        types = [name[2:] for name in tag_names[1::2]]
-        self.entity_types = tf.constant(types or [""], tf.string)
-        # Per tag: its entity type's index (-1 for O) and whether it is a B- tag.
-        self.tag_type = tf.constant([-1] + [k // 2 for k in range(2 * len(types))], tf.int32)
-        self.tag_begins = tf.constant([False] + [True, False] * len(types))
+        scheme = tag_scheme(tag_names)
+        self.entity_types = tf.constant(scheme.types or [""], tf.string)
+        # Per tag: its entity type's index (-1 for O), whether it opens an entity
+        # (B-, S-) and whether an entity ends with it (E-, S-).
+        self.tag_type = tf.constant(scheme.type_of, tf.int32)
+        self.tag_begins = tf.constant(scheme.opens)
+        self.tag_closes = tf.constant(scheme.closes)
 
     @classmethod
     def for_export(
@@ -137,13 +139,16 @@ class TaggerServingModule(tf.Module):
             "confidence": tf.gather(confidence, first),
             "type": tf.gather(self.tag_type, tag),
         }
-        # conlleval's chunks: B-X opens one; so does I-X after O, another type or
-        # another text; any other tagged word continues the open one.
+        # conlleval's chunks: B-X and S-X open one; so does I-X or E-X after O, E-,
+        # S-, another type or another text; any other tagged word continues the
+        # open one.
         previous_type = tf.concat([[-1], word["type"][:-1]], 0)
         previous_row = tf.concat([[-1], word["row"][:-1]], 0)
+        previous_closes = tf.concat([[False], tf.gather(self.tag_closes, tag)[:-1]], 0)
         inside = word["type"] >= 0
         opens = inside & (
             tf.gather(self.tag_begins, tag)
+            | previous_closes
             | (previous_type != word["type"])
             | (previous_row != word["row"])
         )

@@ -32,9 +32,9 @@ class TaggingTrainer(FineTuningTrainer):
 
     Args (besides `FineTuningTrainer`'s):
         model: an `AlbertTokenClassifier`.
-        tag_names: the tag of each of the model's outputs, ``O`` first, then
-            ``B-X`` and ``I-X`` for every entity type X (`tag_names`); saved
-            with the model as its ``label_names``.
+        tag_names: the tag of each of the model's outputs (`tag_names` makes ``O``
+            then ``B-X``, ``I-X`` per type; a converted tagger's come in any order,
+            `tag_scheme`); saved with the model as its ``label_names``.
 
     Example:
         >>> trainer = TaggingTrainer(model, tokenizer, tag_names=["O", "B-PER", "I-PER"],

@@ -150,11 +150,19 @@ def test_tagger_learns_entities_and_keeps_its_best(tagger):
 def test_wrong_tags_are_named(tokenizer, tmp_path):
     with pytest.raises(ValueError, match="5 tag names for a model with 7 tags"):
         _trainer(_model(tokenizer), tokenizer, tmp_path, tag_names=TAGS[:5])
-    with pytest.raises(ValueError, match="tags must be 'O' then"):
-        _trainer(_model(tokenizer, 3), tokenizer, tmp_path, tag_names=["B-X", "I-X", "O"])
+    with pytest.raises(ValueError, match=r"tags \['X'\] are not 'O' or 'B-X'"):
+        _trainer(_model(tokenizer, 3), tokenizer, tmp_path, tag_names=["B-X", "X", "O"])
+    with pytest.raises(ValueError, match="there is no 'O' tag"):
+        _trainer(_model(tokenizer, 2), tokenizer, tmp_path, tag_names=["B-X", "I-X"])
+    # Any order is fine (a converted tagger's id2label): O last here.
+    _trainer(_model(tokenizer, 3), tokenizer, tmp_path, tag_names=["B-X", "I-X", "O"])
     item = TaggingExample("x", "王明", (Entity(0, 2, "MISC"),))
     with pytest.raises(ValueError, match=r"entity labels \['MISC'\] are not among"):
         encode_tagging([item], tokenizer, 16, TAGS)
+    # Training writes BIO tags: a BIOES tagger without I-PER cannot be trained on.
+    person = TaggingExample("y", "王明", (Entity(0, 2, "PER"),))
+    with pytest.raises(ValueError, match=r"the model has no \['I-PER'\]"):
+        encode_tagging([person], tokenizer, 16, ["O", "B-PER", "E-PER", "S-PER"])
 
 
 _SERVE = (
@@ -299,20 +307,28 @@ def test_finetune_command_tags_from_files(tokenizer, mc_models, tmp_path):
     assert card["held_out"]["gazetteer_f1"] == summary["test_gazetteer"]["f1"]
 
 
-def test_graph_decoding_equals_conlleval_chunks_on_any_tags(tokenizer):
+# A Hugging Face tagger's id2label may come in any order and scheme: BIOES here.
+BIOES_TAGS = ["S-PER", "I-LOC", "O", "E-ORG", "B-PER", "S-LOC", "I-ORG", "E-PER"]
+BIOES_TAGS += ["B-LOC", "I-PER", "B-ORG", "E-LOC", "S-ORG"]
+
+
+@pytest.mark.parametrize("tags", [TAGS, BIOES_TAGS], ids=["bio", "bioes_shuffled"])
+def test_graph_decoding_equals_conlleval_chunks_on_any_tags(tokenizer, tags):
     # The SavedModel's in-graph decoding against bio_chunks (itself equal to seqeval's
     # chunking, tests/training/finetuning/test_entity_metrics.py) on random tags,
     # ill-formed ones included (I- after O, a type switch, an entity running to the end
-    # of one text before a text that opens with I- of the same type).
+    # of one text before a text that opens with I- of the same type; E-/S- closing one).
     from albert_tf.tasks.tagging.data import decode_entities, word_spans
     from albert_tf.tasks.tagging.serving import TaggerServingModule
 
-    module = TaggerServingModule(_model(tokenizer), tokenizer, MAX_SEQ_LENGTH, TAGS)
+    module = TaggerServingModule(
+        _model(tokenizer, num_tags=len(tags)), tokenizer, MAX_SEQ_LENGTH, tags
+    )
     texts = [x.text for x in _sentences(12, 5)] + ["", "王明Smith在北京。"]
     packed = pack_tagging(tf.constant(texts), tokenizer, MAX_SEQ_LENGTH)
     rng = np.random.RandomState(0)
     pieces = int(packed["piece_ids"].flat_values.shape[0])
-    probabilities = rng.dirichlet(np.full(len(TAGS), 0.3), size=pieces).astype("float32")
+    probabilities = rng.dirichlet(np.full(len(tags), 0.3), size=pieces).astype("float32")
     got = {k: v.numpy() for k, v in module.decode(tf.constant(probabilities), packed).items()}
     chosen = probabilities.argmax(-1)
     offset = 0
@@ -320,8 +336,9 @@ def test_graph_decoding_equals_conlleval_chunks_on_any_tags(tokenizer):
         starts = packed["piece_starts"][row].numpy()
         ends = packed["piece_ends"][row].numpy()
         first, word_starts, word_ends = word_spans(starts, ends, packed["word_starts"][row].numpy())
-        tags = [TAGS[t] for t in chosen[offset + first]]
-        want = [(e.start, e.end, e.label) for e in decode_entities(tags, word_starts, word_ends)]
+        word_tags = [tags[t] for t in chosen[offset + first]]
+        found = decode_entities(word_tags, word_starts, word_ends)
+        want = [(e.start, e.end, e.label) for e in found]
         n = len(want)
         labels = [label.decode() for label in got["labels"][row][:n]]
         spans = zip(got["starts"][row][:n], got["ends"][row][:n], labels, strict=True)
