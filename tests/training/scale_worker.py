@@ -6,7 +6,9 @@ Two logical devices must be configured before TensorFlow starts its runtime,
 hence a process of its own. What it runs (`tests/training/test_scale.py` checks):
 
 * ``equal``: the same step on one replica, on two, and on two as two
-  accumulated micro-batches (dropout 0, float32): losses and gradient norms.
+  accumulated micro-batches (dropout 0, float32): losses and gradient norms;
+  and a tagging step on one replica and on two, whose replicas hold unequal
+  numbers of scored pieces (the loss is a mean over the global batch's pieces).
 * ``finetune``: fine-tuning on two replicas with dropout 0.1: float16 (loss
   scaling) with accumulation, bfloat16, XLA with compiled loops; and float32
   loops of 2 against one step a call (dropout 0).
@@ -121,6 +123,64 @@ def equal_step() -> dict:
     return results
 
 
+# Short and long texts: the two replicas' halves hold unequal numbers of scored pieces.
+TAGGED = [
+    ("王明在北京工作。", [(0, 2, "PER"), (3, 5, "LOC")]),
+    ("李华说。", [(0, 2, "PER")]),
+    (
+        "张伟和王芳昨天从上海坐火车到北京去看望他们的老朋友刘强。",
+        [(0, 2, "PER"), (3, 5, "PER"), (8, 10, "LOC"), (14, 16, "LOC"), (25, 27, "PER")],
+    ),
+    ("好。", []),
+]
+
+
+def equal_tagging() -> dict:
+    """One tagging step on one replica and on two, on the same four texts."""
+    from albert_tf.tasks.tagging.data import Entity, TaggingExample, tag_names
+    from albert_tf.tasks.tagging.model import AlbertTokenClassifier
+    from albert_tf.tasks.tagging.trainer import TaggingTrainer
+    from albert_tf.tokenizers.wordpiece import train_wordpiece
+
+    chinese = [s for doc in read_documents(sample_path("zh")) for s in doc][:300]
+    wordpiece = train_wordpiece(
+        chinese + [t for t, _ in TAGGED],
+        os.path.join(work_dir, "wordpiece"),
+        vocab_size=900,
+        num_unused=5,
+    )
+    items = [
+        TaggingExample(str(i), text, tuple(Entity(*e) for e in entities))
+        for i, (text, entities) in enumerate(TAGGED)
+    ]
+    tags = tag_names(["LOC", "PER"])
+    results = {}
+    for name, strategy in (("one", ONE), ("two", MIRRORED)):
+        config = tiny_albert(wordpiece.vocabulary_size, **NO_DROPOUT)
+        keras.utils.set_random_seed(0)
+        with strategy.scope():
+            model = AlbertTokenClassifier.from_albert_config(config, num_tags=len(tags))
+        trainer = TaggingTrainer(
+            model,
+            wordpiece,
+            tag_names=tags,
+            output_dir=os.path.join(work_dir, f"tag_{name}"),
+            max_seq_length=32,
+            batch_size=4,
+            learning_rate=1e-3,
+            num_train_steps=1,
+            eval_every=1,
+            patience=0,
+            progress=False,
+            strategy=strategy,
+        )
+        (features, labels), *_ = trainer.batches(trainer.encode(items), 4)
+        halves = [int((labels[i : i + 2] >= 0).sum()) for i in (0, 2)]
+        results[name] = floats(trainer.build_steps(10).train([(features, labels)]))
+        results[name]["scored_per_half"] = halves
+    return results
+
+
 def finetune() -> dict:
     results = {}
     # Each feature once, paired where they meet in real runs (loss scaling with
@@ -200,7 +260,7 @@ def pretrain() -> dict:
 
 
 results, seconds = {}, {}
-for part in (equal_step, finetune, pretrain):
+for part in (equal_step, equal_tagging, finetune, pretrain):
     start = time.perf_counter()
     results[part.__name__.removesuffix("_step")] = part()
     seconds[part.__name__] = round(time.perf_counter() - start, 1)

@@ -72,6 +72,21 @@ def test_a_replica_with_an_empty_slice_adds_nothing(results, budget):
     assert two["applied"] == 1.0
 
 
+def test_a_tagging_step_is_the_same_on_one_replica_and_two(results, budget):
+    # The loss is a mean over the global batch's scored pieces, and the two replicas
+    # hold unequal numbers of them: a mean of per-replica means would weight them
+    # otherwise, which the gradient norm shows (the loss sums would still agree).
+    one, two = results["equal_tagging"]["one"], results["equal_tagging"]["two"]
+    first, second = one["scored_per_half"]
+    assert first != second and first > 0 and second > 0
+    assert one["examples"] == two["examples"] == 4  # texts, each one window
+    assert one["scored"] == two["scored"] == first + second
+    assert one["correct"] == two["correct"]
+    for key in ("loss_sum", "grad_norm"):
+        assert _close(two[key], one[key], budget), (key, one[key], two[key], budget)
+    assert one["grad_norm"] > 0
+
+
 @pytest.mark.parametrize("variant", ["float16_accumulation", "bfloat16", "xla_loops"])
 def test_finetuning_trains_on_two_replicas_with_dropout(results, variant):
     run = results["finetune"][variant]
