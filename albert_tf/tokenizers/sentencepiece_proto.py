@@ -79,10 +79,9 @@ def piece_entry(text: str, score: float, kind: int) -> bytes:
     return length_delimited(1, body + varint(3 << 3) + varint(kind))
 
 
-def with_normalization_rules(model_proto: bytes, rules: list[tuple[str, str]], name: str) -> bytes:
-    """``model_proto`` whose normaliser applies ``rules`` ((characters, what they
-    become), in full: the model's own rules are replaced) under the name ``name``;
-    the rest of its normaliser settings are kept."""
+def compiled_rules(rules: list[tuple[str, str]]) -> list[bytes]:
+    """``rules`` ((characters, what they become)) compiled by SentencePiece into a
+    ``NormalizerSpec.precompiled_charsmap`` field (number 2), ready to splice."""
     import sentencepiece as spm
 
     compiled = spm.SentencePieceNormalizer(
@@ -91,7 +90,14 @@ def with_normalization_rules(model_proto: bytes, rules: list[tuple[str, str]], n
         escape_whitespaces=False,
         remove_extra_whitespaces=False,
     )
-    charsmap = [raw for n, raw in proto_fields(compiled.serialized_normalizer_spec()) if n == 2]
+    return [raw for n, raw in proto_fields(compiled.serialized_normalizer_spec()) if n == 2]
+
+
+def with_normalization_rules(model_proto: bytes, rules: list[tuple[str, str]], name: str) -> bytes:
+    """``model_proto`` whose normaliser applies ``rules`` ((characters, what they
+    become), in full: the model's own rules are replaced) under the name ``name``;
+    the rest of its normaliser settings are kept."""
+    charsmap = compiled_rules(rules)
     out = b""
     for number, raw in proto_fields(model_proto):
         if number == 3:  # ModelProto.normalizer_spec: swap name (1) and charsmap (2)

@@ -16,4 +16,6 @@ puts tests/ on pytest's ``pythonpath``; worker scripts run in a subprocess put t
 * `hf_reference`: random Hugging Face ALBERT models to compare against (torch).
 * `app_browser`: the Streamlit app under `streamlit run`, driven by headless Chromium.
 * `tokenizer_inputs`: texts that exercise every normalisation step (id and offset parity).
+* `tokenizer_export`: a tokenizer alone in a SavedModel, and the fresh-process script
+  that serves it.
 """

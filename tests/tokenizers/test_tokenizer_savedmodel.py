@@ -11,30 +11,11 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
+from helpers.tokenizer_export import SERVE_TOKENIZE, TokenizeExport
 
 from albert_tf.tokenizers import load_tokenizer
 
 TEXTS = ["Café naïve résumé, 1,000,000 and 9,5", "我爱ALBERT模型2024年 😀", "", "\tTabs\nand CAPS"]
-
-_SERVE = """
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the ops)
-loaded = tf.saved_model.load(sys.argv[1])
-ids = loaded.tokenize(tf.constant(json.loads(sys.argv[2])))
-print(json.dumps(ids.to_list()))
-assert "albert_tf" not in sys.modules
-"""
-
-
-class _Export(tf.Module):
-    def __init__(self, tokenizer):
-        super().__init__()
-        self.tokenizer = tokenizer
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def tokenize(self, texts):
-        return self.tokenizer.tokenize(texts)
 
 
 @pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
@@ -46,13 +27,13 @@ def test_savedmodel_serves_same_ids_in_fresh_process(kind, sp_dir, wp_dir, tmp_p
     tokenizer = load_tokenizer(source)
     expected = tokenizer.tokenize(tf.constant(TEXTS)).to_list()
     export_dir = tmp_path / "saved"
-    tf.saved_model.save(_Export(tokenizer), str(export_dir))
+    tf.saved_model.save(TokenizeExport(tokenizer), str(export_dir))
     shutil.rmtree(source)
     if kind == "wordpiece":
         assert (export_dir / "assets" / "vocab.txt").is_file()
 
     result = subprocess.run(
-        [sys.executable, "-c", _SERVE, str(export_dir), json.dumps(TEXTS)],
+        [sys.executable, "-c", SERVE_TOKENIZE, str(export_dir), json.dumps(TEXTS)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -66,7 +47,7 @@ def test_savedmodel_serves_same_ids_in_fresh_process(kind, sp_dir, wp_dir, tmp_p
 
 def test_savedmodel_graph_has_no_py_function(sp_tokenizer, wp_tokenizer):
     for tokenizer in (sp_tokenizer, wp_tokenizer):
-        export = _Export(tokenizer)
+        export = TokenizeExport(tokenizer)
         graph = export.tokenize.get_concrete_function().graph
         ops = {op.type for op in graph.get_operations()}
         assert not ops & {"EagerPyFunc", "PyFunc", "PyFuncStateless"}

@@ -23,6 +23,7 @@ import pytest
 import tensorflow as tf
 import transformers
 from helpers.paths import REPO
+from helpers.tokenizer_export import SERVE_TOKENIZE, TokenizeExport
 from helpers.tokenizer_inputs import HARD_INPUTS
 
 from albert_tf.tokenizers import load_tokenizer
@@ -168,31 +169,11 @@ def test_the_hugging_face_export_folds_as_we_do(nfkc_tokenizer, tmp_path):
     assert back.nfkc and back.tokenize(tf.constant(texts)).to_list() == ours
 
 
-_SERVE = """
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401
-loaded = tf.saved_model.load(sys.argv[1])
-print(json.dumps(loaded.tokenize(tf.constant(json.loads(sys.argv[2]))).to_list()))
-assert "albert_tf" not in sys.modules
-"""
-
-
-class _Export(tf.Module):
-    def __init__(self, tokenizer):
-        super().__init__()
-        self.tokenizer = tokenizer
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def tokenize(self, texts):
-        return self.tokenizer.tokenize(texts)
-
-
 def test_a_savedmodel_folds_in_a_fresh_process(nfkc_tokenizer, tmp_path):
     texts = ["１９９８年，ＡＩ算法。", "1998年,AI算法。", "ｶﾀｶﾅ ① ㎏"]
-    tf.saved_model.save(_Export(nfkc_tokenizer), str(tmp_path / "saved"))
+    tf.saved_model.save(TokenizeExport(nfkc_tokenizer), str(tmp_path / "saved"))
     result = subprocess.run(
-        [sys.executable, "-c", _SERVE, str(tmp_path / "saved"), json.dumps(texts)],
+        [sys.executable, "-c", SERVE_TOKENIZE, str(tmp_path / "saved"), json.dumps(texts)],
         capture_output=True,
         text=True,
         timeout=120,

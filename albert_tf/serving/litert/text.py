@@ -14,9 +14,9 @@ from albert_tf.tokenizers.sentencepiece import WORD_START
 from albert_tf.tokenizers.sentencepiece_proto import (
     NORMAL,
     UNKNOWN,
+    compiled_rules,
     length_delimited,
     piece_entry,
-    proto_fields,
     varint,
     with_normalization_rules,
 )
@@ -217,15 +217,7 @@ def _character_model(rules: list[tuple[str, str]], pieces: set[str]) -> bytes:
     """A SentencePiece model with one piece per character of ``pieces`` (plus "▁")
     whose normalisation table is ``rules``: tokenising then detokenising with it
     applies the rules, which is how text is normalised and joined in LiteRT."""
-    import sentencepiece as spm
-
-    normalizer = spm.SentencePieceNormalizer(
-        norm_map=rules,
-        add_dummy_prefix=False,
-        escape_whitespaces=False,
-        remove_extra_whitespaces=False,
-    )
-    charsmap = [r for n, r in proto_fields(normalizer.serialized_normalizer_spec()) if n == 2]
+    charsmap = compiled_rules(rules)
     proto = piece_entry("<unk>", 0.0, UNKNOWN) + piece_entry("\u2581", -1.0, NORMAL)
     proto += b"".join(piece_entry(p, -1.0, NORMAL) for p in sorted(pieces - {" ", "\u2581"}))
     unset = varint(-1 & 0xFFFFFFFFFFFFFFFF)  # bos/eos/pad ids: none
