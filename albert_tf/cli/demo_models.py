@@ -28,6 +28,7 @@ already exported model on today's test items and rewrites its card's figures.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -327,13 +328,22 @@ def _previous_export(lang: str) -> str | None:
     return os.path.join(base, str(max(versions))) if versions else None
 
 
+@functools.lru_cache(maxsize=2)
+def _serving_default(path: str):
+    """A SavedModel's ``serving_default``, loaded once per path (each model scores
+    the full-context and the one-sentence items)."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the tokenizer ops the SavedModel calls)
+
+    return tf.saved_model.load(path).signatures["serving_default"]
+
+
 def saved_model_accuracy(path: str, items, batch_size: int = 32) -> float:
     """Accuracy of an exported multiple-choice SavedModel through its
     ``serving_default`` signature (options padded per batch with "")."""
     import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (the tokenizer ops the SavedModel calls)
 
-    serve = tf.saved_model.load(path).signatures["serving_default"]
+    serve = _serving_default(path)
     correct = 0
     for start in range(0, len(items), batch_size):
         batch = items[start : start + batch_size]
