@@ -22,6 +22,7 @@ _EXPORTS = {
     "AlbertConfig": "albert_tf.config",
     "AlbertMultipleChoice": "albert_tf.tasks.multiple_choice.model",
     "AlbertPretrainingModel": "albert_tf.models.pretraining_model",
+    "AlbertSpanQA": "albert_tf.tasks.span_qa.model",
     "AlbertTextClassifier": "albert_tf.tasks.classification.model",
     "AlbertTokenClassifier": "albert_tf.tasks.tagging.model",
     "ConfigError": "albert_tf.config",
@@ -38,6 +39,7 @@ __all__ = [
     "AlbertConfig",
     "AlbertMultipleChoice",
     "AlbertPretrainingModel",
+    "AlbertSpanQA",
     "AlbertTextClassifier",
     "AlbertTokenClassifier",
     "ConfigError",
@@ -75,4 +77,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from albert_tf.presets import PRESETS, get_preset
     from albert_tf.tasks.classification.model import AlbertTextClassifier
     from albert_tf.tasks.multiple_choice.model import AlbertMultipleChoice
+    from albert_tf.tasks.span_qa.model import AlbertSpanQA
     from albert_tf.tasks.tagging.model import AlbertTokenClassifier

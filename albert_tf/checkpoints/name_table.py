@@ -211,6 +211,9 @@ def weight_table(config: AlbertConfig) -> list[Row]:
         Row("classifier_head/dense/bias", "", "classifier.bias"),
         Row("tagger_head/dense/kernel", "", "classifier.weight", "dense"),
         Row("tagger_head/dense/bias", "", "classifier.bias"),
+        # ... except the span QA head, "qa_outputs" (start and end: two outputs).
+        Row("span_head/dense/kernel", "", "qa_outputs.weight", "dense"),
+        Row("span_head/dense/bias", "", "qa_outputs.bias"),
     ]
     if config.embedding_layout == "brightmart":
         return _brightmart_rows(rows, config)

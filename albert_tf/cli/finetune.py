@@ -1,4 +1,4 @@
-"""Fine-tune ALBERT for multiple choice or for text classification.
+"""Fine-tune ALBERT for multiple choice, text classification, tagging or span QA.
 
     python -m albert_tf.finetune --flagfile=configs/finetune_quickstart.flags
     python -m albert_tf.finetune --task=classification --flagfile=configs/classify_zh_reviews.flags
@@ -12,8 +12,11 @@ task built from the embedded sample corpora. ``--task=classification``
 reads single texts or text pairs with labels: JSON Lines (``text``,
 ``text_pair``, ``label``), GLUE's TSV files and CLUE's JSON Lines
 (`albert_tf.tasks.classification.data`); ``--num_labels=1`` fine-tunes a
-regression model (STS-B). Without ``--dev_files`` the training items are
-split by a hash of their ids (``--split``).
+regression model (STS-B). ``--task=tagging`` reads named entities as character
+spans or CoNLL columns (`albert_tf.tasks.tagging.data`); ``--task=span_qa``
+reads SQuAD-layout JSON (SQuAD 1.1/2.0, CMRC 2018, DRCD) or JSON Lines
+questions with answers (`albert_tf.tasks.span_qa.data`). Without
+``--dev_files`` the training items are split by a hash of their ids (``--split``).
 """
 
 from __future__ import annotations
@@ -72,6 +75,20 @@ flags.DEFINE_enum(
     list(CONTEXT_KEEP),
     "multiple_choice: which end of a too-long context is kept: start (a reading passage) or end "
     "(a 'what comes next?' item, whose clue is the text just before the options).",
+)
+flags.DEFINE_integer(
+    "max_query_length", 64, "span_qa: question pieces kept (the first ones).", lower_bound=1
+)
+flags.DEFINE_integer(
+    "doc_stride",
+    128,
+    "span_qa: pieces between the starts of a long context's windows (each window holds "
+    "as many context pieces as fit after the question).",
+    lower_bound=1,
+)
+flags.DEFINE_integer("max_answer_length", 30, "span_qa: longest answer, in pieces.", lower_bound=1)
+flags.DEFINE_integer(
+    "n_best_size", 20, "span_qa: candidate spans kept per window and question.", lower_bound=1
 )
 flags.DEFINE_integer(
     "batch_size", 16, "Items per optimizer step (all replicas, all accumulation steps)."
@@ -163,6 +180,10 @@ def main() -> None:
         metric=FLAGS.metric,
         max_qa_length=FLAGS.max_qa_length,
         context_keep=FLAGS.context_keep,
+        max_query_length=FLAGS.max_query_length,
+        doc_stride=FLAGS.doc_stride,
+        max_answer_length=FLAGS.max_answer_length,
+        n_best_size=FLAGS.n_best_size,
     )
     tokenizer_dir = FLAGS.tokenizer_dir or os.path.join(FLAGS.checkpoint or "", "tokenizer")
     tokenizer = load_tokenizer(tokenizer_dir)

@@ -7,13 +7,13 @@ beside it (`albert_tf.tasks.spec`). A new task: a folder like
 ``multiple_choice/`` and a line in `_SPECS`.
 
 >>> sorted(TASKS)
-['classification', 'multiple_choice', 'tagging']
+['classification', 'multiple_choice', 'span_qa', 'tagging']
 >>> task_of_heads(["classifier_head"]).name
 'classification'
 >>> get_task("ner")
 Traceback (most recent call last):
 ...
-ValueError: unknown task 'ner': one of classification, multiple_choice, tagging
+ValueError: unknown task 'ner': one of classification, multiple_choice, span_qa, tagging
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from collections.abc import Iterable
 
 from albert_tf.tasks.classification import SPEC as _CLASSIFICATION
 from albert_tf.tasks.multiple_choice import SPEC as _MULTIPLE_CHOICE
+from albert_tf.tasks.span_qa import SPEC as _SPAN_QA
 from albert_tf.tasks.spec import TaskSpec
 from albert_tf.tasks.tagging import SPEC as _TAGGING
 
-_SPECS = (_MULTIPLE_CHOICE, _CLASSIFICATION, _TAGGING)
+_SPECS = (_MULTIPLE_CHOICE, _CLASSIFICATION, _TAGGING, _SPAN_QA)
 #: Name → spec, in the order ``--help`` lists them.
 TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in _SPECS}
 #: What a fine-tuned directory without a recorded task holds (the first task there was).

@@ -36,6 +36,12 @@ class FineTuningSettings:
     #: Multiple choice: question+option pieces kept, and which end of a context.
     max_qa_length: int = 128
     context_keep: str = "start"
+    #: Span QA: question pieces kept, the step between context windows, the
+    #: longest answer (pieces) and the candidates kept (the official ``run_squad``'s).
+    max_query_length: int = 64
+    doc_stride: int = 128
+    max_answer_length: int = 30
+    n_best_size: int = 20
 
 
 @dataclasses.dataclass

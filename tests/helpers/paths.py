@@ -7,3 +7,5 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 #: The repository's root (pyproject.toml, configs/, apps/, albert_tf/).
 REPO = TESTS.parent
+#: The shared real data beside the checkout (../shared/data; tests skip without it).
+SHARED_DATA = REPO.parent / "shared" / "data"

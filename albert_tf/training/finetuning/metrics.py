@@ -5,7 +5,7 @@ The metrics GLUE and CLUE report, in numpy: accuracy (with its binomial standard
 error, `albert_tf.training.evaluation.binomial_stderr`) and macro-F1 for classes,
 Matthews correlation for CoLA-style sets, Pearson and Spearman correlation for
 STS-B-style scores; for named entities, seqeval's (conlleval's) exact-match
-scores, `entity_scores`.
+scores, `entity_scores`; for extractive QA, SQuAD's exact match and F1, `squad_scores`.
 
 >>> import numpy as np
 >>> labels, predictions = np.array([0, 0, 1, 1, 2]), np.array([0, 1, 1, 1, 2])
@@ -18,11 +18,15 @@ scores, `entity_scores`.
 from __future__ import annotations
 
 import collections
+import re
+import string
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from albert_tf.data.chinese_wwm import is_cjk_char
 from albert_tf.training.evaluation import binomial_stderr
 
 #: Dev metrics that can pick the best checkpoint, by kind of head.
@@ -183,3 +187,141 @@ def entity_scores(
         | total
         | {"per_label": per_label}
     )
+
+
+# -- extractive question answering ---------------------------------------------
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_ASCII_PUNCTUATION = frozenset(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD's official normalisation: lower-case, ASCII punctuation and the
+    articles a/an/the removed, whitespace runs made one space.
+
+    >>> normalize_answer("The  Cat's hat!")
+    'cats hat'
+    """
+    text = "".join(ch for ch in text.lower() if ch not in _ASCII_PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def answer_tokens(text: str) -> list[str]:
+    """The tokens SQuAD's F1 counts: `normalize_answer`'s words, and (for Chinese,
+    CMRC 2018's "mixed segmentation") each CJK character a token of its own, CJK
+    punctuation dropped. Text without CJK characters is split exactly as SQuAD splits it.
+
+    >>> answer_tokens("an ALBERT model"), answer_tokens("在北京，2008年")
+    (['albert', 'model'], ['在', '北', '京', '2008', '年'])
+    """
+    tokens: list[str] = []
+    for word in normalize_answer(text).split():
+        if not any(map(is_cjk_char, word)):
+            tokens.append(word)
+            continue
+        run = ""
+        for ch in word:
+            if is_cjk_char(ch) or unicodedata.category(ch).startswith("P"):
+                if run:
+                    tokens.append(run)
+                    run = ""
+                if not unicodedata.category(ch).startswith("P"):
+                    tokens.append(ch)
+            else:
+                run += ch
+        if run:
+            tokens.append(run)
+    return tokens
+
+
+def _answer_f1(gold: str, predicted: str) -> float:
+    gold_tokens, predicted_tokens = answer_tokens(gold), answer_tokens(predicted)
+    if not gold_tokens or not predicted_tokens:
+        return float(gold_tokens == predicted_tokens)  # no answer: right only if both empty
+    common = sum(
+        (collections.Counter(gold_tokens) & collections.Counter(predicted_tokens)).values()
+    )
+    if not common:
+        return 0.0
+    precision, recall = common / len(predicted_tokens), common / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def answer_scores(golds: Sequence[str], predicted: str) -> tuple[float, float]:
+    """``(exact match, F1)`` of one prediction, the best over its gold answers; the
+    answers that normalise to nothing are left out, and none left means "no answer"
+    (SQuAD 2.0's script: then only an empty prediction is right)."""
+    kept = [g for g in golds if normalize_answer(g)] or [""]
+    exact = max(float(answer_tokens(g) == answer_tokens(predicted)) for g in kept)
+    return exact, max(_answer_f1(g, predicted) for g in kept)
+
+
+def squad_scores(golds: Sequence[Sequence[str]], predictions: Sequence[str]) -> dict[str, Any]:
+    """SQuAD's ``exact_match`` and ``f1`` (means over questions, 0 to 1; the official
+    script prints them ×100), with ``has_answer_*`` and ``no_answer_*`` means when
+    both kinds of question occur, and ``count``.
+
+    Args:
+        golds: per question, its gold answer texts (``[""]`` or ``[]``: none).
+        predictions: per question, the predicted text ("" for no answer).
+
+    >>> scores = squad_scores([["Denver Broncos"], ["blue", "Blue!"], [""]],
+    ...                       ["the Denver Broncos", "red", ""])
+    >>> round(scores["exact_match"], 4), round(scores["f1"], 4)
+    (0.6667, 0.6667)
+    """
+    if len(golds) != len(predictions):
+        raise ValueError(
+            f"squad_scores needs one prediction per question, got {len(golds)} questions "
+            f"and {len(predictions)} predictions"
+        )
+    if not golds:
+        raise ValueError("squad_scores needs at least one question")
+    scored = [answer_scores(g, p) for g, p in zip(golds, predictions, strict=True)]
+    exact = np.array([s[0] for s in scored])
+    f1 = np.array([s[1] for s in scored])
+    has = np.array([any(normalize_answer(g) for g in gold) for gold in golds])
+    out: dict[str, Any] = {
+        "exact_match": float(exact.mean()),
+        "f1": float(f1.mean()),
+        "count": len(golds),
+    }
+    if has.any() and not has.all():
+        for name, part in (("has_answer", has), ("no_answer", ~has)):
+            out[f"{name}_exact_match"] = float(exact[part].mean())
+            out[f"{name}_f1"] = float(f1[part].mean())
+            out[f"{name}_count"] = int(part.sum())
+    return out
+
+
+def best_no_answer_threshold(
+    golds: Sequence[Sequence[str]],
+    answers: Sequence[str],
+    margins: Sequence[float],
+) -> tuple[float, float]:
+    """The threshold on "no answer" margins that maximises mean F1, and that F1.
+
+    SQuAD 2.0's ``find_best_thresh``: question ``i`` is answered with
+    ``answers[i]`` when ``margins[i]`` (its null score minus its best span's)
+    is at most the threshold, else left unanswered. Candidates are the
+    margins themselves (and "never answer"); ties keep the lowest.
+    """
+    has_answer = [any(normalize_answer(g) for g in gold) for gold in golds]
+    # As the official script: an answered question without an answer scores 0 for any
+    # non-empty text, even one that normalises to nothing.
+    f1_answer = np.array(
+        [
+            answer_scores(g, a)[1] if has else float(a == "")
+            for g, a, has in zip(golds, answers, has_answer, strict=True)
+        ]
+    )
+    f1_null = np.array([0.0 if has else 1.0 for has in has_answer])
+    margins = np.asarray(margins, np.float64)
+    candidates = np.concatenate([[-np.inf], np.sort(margins)])
+    best_threshold, best_f1 = -np.inf, -1.0
+    for threshold in candidates:
+        answered = margins <= threshold
+        f1 = float(np.where(answered, f1_answer, f1_null).mean())
+        if f1 > best_f1:
+            best_threshold, best_f1 = float(threshold), f1
+    return best_threshold, best_f1

@@ -1,0 +1,118 @@
+"""Extractive question answering for the ``finetune`` command: items, model and trainer."""
+
+from __future__ import annotations
+
+import collections
+import os
+from collections.abc import Callable
+from typing import Any
+
+from albert_tf.checkpoints.saved_format import load_task_model, read_finetune_settings
+from albert_tf.tasks.span_qa import SPEC
+from albert_tf.tasks.task import FineTuningSettings, FineTuningTask, TaskData
+
+
+class SpanQATask(FineTuningTask):
+    spec = SPEC
+
+    def __init__(self):
+        # The no-answer threshold saved with each model loaded here, by model.
+        self._thresholds: dict[int, float | None] = {}
+
+    def read(
+        self, settings: FineTuningSettings, report: Callable[[str, list, Any], None]
+    ) -> TaskData:
+        from albert_tf.tasks.span_qa.data import read_span_qa
+
+        train, skipped = read_span_qa(settings.train_files)
+        train = [item for item in train if item.labelled]
+        if not train:
+            raise ValueError(
+                'no training question has answers (a file without "answers" is read as '
+                "questions to answer); give --train_files with answers"
+            )
+        parts: dict[str, list | None] = {"dev": None, "test": None}
+        for name, files in (("dev", settings.dev_files), ("test", settings.test_files)):
+            if files:
+                items, part_skipped = read_span_qa(files)
+                if not all(item.labelled for item in items):
+                    raise ValueError(
+                        f"--{name}_files has questions without answers: scoring them would "
+                        "count every answer as wrong; give files with answers"
+                    )
+                report(name, items, part_skipped)
+                parts[name] = items
+        return TaskData(train, parts["dev"], parts["test"], skipped)
+
+    def describe(self, name: str, items: list, skipped, label_names=None) -> list[str]:
+        contexts = len({item.context for item in items})
+        kinds = collections.Counter(
+            "impossible" if item.impossible else "answered" for item in items
+        )
+        lines = [
+            f"{name}: {len(items)} questions on {contexts} contexts; {dict(sorted(kinds.items()))}"
+        ]
+        if skipped:
+            lines.append(f"{name}: skipped {sum(skipped.values())} bad input(s): {dict(skipped)}")
+        return lines
+
+    def load_model(self, directory: str | os.PathLike[str], dtype, data: TaskData | None = None):
+        model = load_task_model(directory, self.spec, dtype=dtype)
+        saved = read_finetune_settings(directory)
+        if saved.get("task") == SPEC.name:
+            self._thresholds[id(model)] = saved.get("no_answer_threshold")
+        return model
+
+    def trainer(self, model, tokenizer, data: TaskData, settings: FineTuningSettings, **common):
+        return self.spec.load("trainer")(
+            model,
+            tokenizer,
+            max_query_length=settings.max_query_length,
+            doc_stride=settings.doc_stride,
+            max_answer_length=settings.max_answer_length,
+            n_best_size=settings.n_best_size,
+            no_answer_threshold=self._thresholds.get(id(model)),
+            **common,
+        )
+
+    def extra_scores(self, best, test: list, train: list, log: Callable[[str], None]) -> dict:
+        """For English: the first sentence that names people, on the same test questions."""
+        if not any(item.lang == "en" for item in test):
+            return {}
+        from albert_tf.baselines.people_sentence import first_people_sentence
+        from albert_tf.training.finetuning.metrics import squad_scores
+
+        golds = [[a.text for a in item.answers] or [""] for item in test]
+        answers = [first_people_sentence(item.context)[2] for item in test]
+        scores = squad_scores(golds, answers)
+        log(
+            f"test: the first sentence that names people scores F1 {scores['f1']:.4f} "
+            f"(exact match {scores['exact_match']:.4f})"
+        )
+        return {"test_people_sentence": scores}
+
+    def model_card(
+        self, settings: FineTuningSettings, data: TaskData, summary: dict
+    ) -> dict | None:
+        """What the app shows about an exported QA model, from this run."""
+        start = settings.checkpoint or f"random weights ({settings.init_config})"
+        card = {
+            "name": os.path.basename(os.path.normpath(settings.export_dir or "")),
+            "task": "extractive question answering",
+            "trained_on": ", ".join(settings.train_files),
+            "finetuning": (
+                f"{len(data.train):,} questions, {summary['steps']:,} steps from {start}, "
+                f"{summary['train_seconds'] / 60:.0f} min"
+            ),
+        }
+        if data.test and "test" in summary:
+            test = summary["test"]
+            held = {
+                "exact_match": test["exact_match"],
+                "f1": test["f1"],
+                "questions": test["count"],
+            }
+            if "test_people_sentence" in summary:
+                held["people_sentence_f1"] = summary["test_people_sentence"]["f1"]
+            card["held_out"] = held
+        return card

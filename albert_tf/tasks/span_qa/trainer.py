@@ -1,0 +1,246 @@
+"""Fine-tuning `AlbertSpanQA` for extractive question answering, as the official ``run_squad``.
+
+The loss is the mean of the start's and the end's cross-entropy over each
+window's positions ([CLS] when the window does not hold the answer); the best
+checkpoint by dev F1 (SQuAD's, `albert_tf.training.finetuning.metrics.squad_scores`).
+Questions are answered across their windows by the best start + end logit
+(`best_spans`); with impossible questions (SQuAD 2.0) a "no answer" threshold
+on the null score's margin is chosen on dev and saved for serving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.checkpoints.saved_format import read_finetune_settings
+from albert_tf.tasks.span_qa import SPEC
+from albert_tf.tasks.span_qa.data import (
+    MAX_ANSWER_LENGTH,
+    N_BEST_SIZE,
+    Prediction,
+    QAExample,
+    Windowing,
+    best_spans,
+    check_tokenizer,
+    choose_answer,
+    context_mask,
+    encode_span_qa,
+    span_qa_batches,
+)
+from albert_tf.training.finetuning.metrics import best_no_answer_threshold, squad_scores
+from albert_tf.training.finetuning.trainer import FineTuningTrainer
+
+#: The threshold that leaves every question unanswered (every margin exceeds it).
+NEVER_ANSWER = -1e30
+
+
+class SpanQATrainer(FineTuningTrainer):
+    """Fine-tunes a span QA model and keeps its best dev checkpoint by F1.
+
+    Args (besides `FineTuningTrainer`'s):
+        model: an `AlbertSpanQA`.
+        max_query_length, doc_stride: how questions and long contexts are cut
+            into windows (`Windowing`).
+        max_answer_length: longest answer, in pieces.
+        n_best_size: candidate spans kept per window and per question.
+        no_answer_threshold: answer "" when the null score beats the best span
+            by more than this (None: always answer, SQuAD 1.1).
+        choose_threshold: during `fit`, choose ``no_answer_threshold`` on each
+            dev evaluation when dev has impossible questions (SQuAD 2.0's best F1
+            threshold); the best checkpoint's is saved with it and used after `fit`.
+
+    Example:
+        >>> trainer = SpanQATrainer(model, tokenizer, output_dir="runs/qa")  # doctest: +SKIP
+        >>> trainer.fit(train_items, dev_items)["best_f1"]                  # doctest: +SKIP
+        0.81
+    """
+
+    item_type = QAExample
+    metric = "f1"
+    label_spec = tf.TensorSpec([None, 2], tf.int32)
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        max_query_length: int = 64,
+        doc_stride: int = 128,
+        max_answer_length: int = MAX_ANSWER_LENGTH,
+        n_best_size: int = N_BEST_SIZE,
+        no_answer_threshold: float | None = None,
+        choose_threshold: bool = True,
+        **kwargs,
+    ):
+        check_tokenizer(tokenizer)  # before anything is built: the offsets are a must
+        super().__init__(model, tokenizer, **kwargs)
+        self.windowing = Windowing(self.max_seq_length, max_query_length, doc_stride)
+        if max_answer_length < 1 or n_best_size < 1:
+            raise ValueError(
+                f"max_answer_length ({max_answer_length}) and n_best_size ({n_best_size}) "
+                "must be at least 1"
+            )
+        self.max_answer_length, self.n_best_size = max_answer_length, n_best_size
+        #: What `predict` and `evaluate` use, and `task_settings` saves.
+        self.no_answer_threshold = no_answer_threshold
+        self.choose_threshold = choose_threshold
+        self._fitting = False
+
+    def encode(self, items: Sequence[QAExample]) -> list[dict]:
+        return encode_span_qa(items, self.tokenizer, self.windowing)
+
+    def batches(self, encoded, batch_size, shuffle=False, seed=0):
+        windows = [window for item in encoded for window in item["windows"]]
+        return span_qa_batches(windows, batch_size, shuffle=shuffle, seed=seed)
+
+    def training_units(self, encoded) -> int:
+        return sum(len(item["windows"]) for item in encoded)
+
+    def trained_variables(self) -> list:
+        # The pooler ([CLS] → tanh) feeds no span; Hugging Face's QA model has none.
+        pooler = {id(v) for v in self.model.backbone.pooler.trainable_variables}
+        return [v for v in self.model.trainable_variables if id(v) not in pooler]
+
+    def loss_sums(self, logits, labels):
+        start = tf.nn.sparse_softmax_cross_entropy_with_logits(labels[:, 0], logits[..., 0])
+        end = tf.nn.sparse_softmax_cross_entropy_with_logits(labels[:, 1], logits[..., 1])
+        guess = tf.argmax(logits, 1, output_type=tf.int32)  # [batch, 2]
+        right = tf.reduce_all(guess == labels, -1)
+        return tf.reduce_sum(start + end) / 2, tf.reduce_sum(tf.cast(right, tf.float32))
+
+    def _candidates(
+        self, encoded: list[dict]
+    ) -> tuple[list[list[Prediction]], list[Prediction], float]:
+        """Per item, its n-best spans over all its windows (best first) and its "no
+        answer" (the lowest null score of its windows); the summed window loss."""
+        windows = [(i, w) for i, item in enumerate(encoded) for w in item["windows"]]
+        order = sorted(range(len(windows)), key=lambda k: len(windows[k][1]["token_ids"]))
+        spans: list[list[tuple[float, float, int, int]]] = [[] for _ in encoded]
+        nulls: list[tuple[float, float]] = [(np.inf, 0.0) for _ in encoded]
+        loss = 0.0
+        size = self.eval_batch_size
+        for begin in range(0, len(order), size):
+            batch = order[begin : begin + size]
+            rows = [windows[k][1] for k in batch]
+            features, labels = next(span_qa_batches(rows, len(rows)))
+            logits = self.logits(features)[:, : features["token_ids"].shape[1]]
+            loss += float(self.loss_sums(logits, tf.constant(labels))[0])
+            mask = context_mask(
+                tf.shape(logits)[1],
+                tf.constant([w["context_offset"] for w in rows], tf.int32),
+                tf.constant([w["window_length"] for w in rows], tf.int32),
+            )
+            found = {
+                key: value.numpy()
+                for key, value in best_spans(
+                    logits, mask, self.max_answer_length, self.n_best_size
+                ).items()
+            }
+            for row, k in enumerate(batch):
+                item, window = windows[k]
+                shift = window["window_start"] - window["context_offset"]
+                for score, probability, first, last in zip(
+                    found["score"][row],
+                    found["probability"][row],
+                    found["start"][row],
+                    found["end"][row],
+                    strict=True,
+                ):
+                    if np.isfinite(score):
+                        spans[item].append(
+                            (float(score), float(probability), first + shift, last + shift)
+                        )
+                null = (float(found["null_score"][row]), float(found["null_probability"][row]))
+                if null[0] < nulls[item][0]:
+                    nulls[item] = null
+        candidates = []
+        for item, found_spans in zip(encoded, spans, strict=True):
+            seen, ranked = set(), []
+            for score, probability, first, last in sorted(found_spans, reverse=True):
+                start = int(item["word_starts"][first])
+                end = int(item["word_ends"][last])
+                if (start, end) in seen:  # the same words from two windows or pieces
+                    continue
+                seen.add((start, end))
+                ranked.append(
+                    Prediction(item["context"][start:end], start, end, score, probability)
+                )
+                if len(ranked) == self.n_best_size:
+                    break
+            candidates.append(ranked)
+        no_answers = [Prediction("", -1, -1, score, p) for score, p in nulls]
+        return candidates, no_answers, loss
+
+    def predict(self, data, no_answer_threshold: float | None = None) -> list[list[Prediction]]:
+        """Each question's n-best answers, best first; the first is the answer, or ""
+        (no answer, start −1) when the null score wins (``no_answer_threshold``, else
+        the trainer's chosen one)."""
+        encoded = self._encoded(data)
+        threshold = (
+            no_answer_threshold if no_answer_threshold is not None else self.no_answer_threshold
+        )
+        candidates, nulls, _ = self._candidates(encoded)
+        out = []
+        for ranked, null in zip(candidates, nulls, strict=True):
+            chosen = choose_answer(ranked, null, threshold)
+            out.append([chosen] + [c for c in ranked if c is not chosen])
+        return out
+
+    def evaluate(self, data) -> dict:
+        """SQuAD ``exact_match`` and ``f1`` (0 to 1), ``loss`` (per window), ``count``;
+        with impossible questions, the per-kind scores and ``no_answer_threshold``
+        (chosen here on dev during `fit`, with ``choose_threshold``)."""
+        encoded = self._encoded(data)
+        if not encoded:
+            raise ValueError("evaluate() needs at least one question")
+        if not all(item["labelled"] for item in encoded):
+            raise ValueError(
+                "evaluate() needs answered questions: a file without answers is read as "
+                "unlabelled (predict() answers it)"
+            )
+        candidates, nulls, loss = self._candidates(encoded)
+        golds = [item["answers"] for item in encoded]
+        impossible = any(g == [""] for g in golds)
+        if self._fitting and self.choose_threshold and impossible:
+            margins = [
+                n.score - (c[0].score if c else -np.inf)
+                for c, n in zip(candidates, nulls, strict=True)
+            ]
+            best = [c[0].text if c else "" for c in candidates]
+            threshold, _ = best_no_answer_threshold(golds, best, margins)
+            self.no_answer_threshold = max(threshold, NEVER_ANSWER)  # JSON has no -inf
+        chosen = [
+            choose_answer(c, n, self.no_answer_threshold).text
+            for c, n in zip(candidates, nulls, strict=True)
+        ]
+        scores = squad_scores(golds, chosen)
+        windows = sum(len(item["windows"]) for item in encoded)
+        scores |= {"loss": loss / max(windows, 1)}
+        if impossible:
+            scores["no_answer_threshold"] = self.no_answer_threshold
+        return scores
+
+    def fit(self, train, dev) -> dict:
+        """`FineTuningTrainer.fit`; afterwards the trainer answers with the best
+        checkpoint's no-answer threshold."""
+        self._fitting = True
+        try:
+            result = super().fit(train, dev)
+        finally:
+            self._fitting = False
+        saved = read_finetune_settings(result["best_dir"])
+        self.no_answer_threshold = saved.get("no_answer_threshold")
+        return result
+
+    def task_settings(self) -> dict:
+        return {
+            "task": SPEC.name,
+            "max_query_length": self.windowing.max_query_length,
+            "doc_stride": self.windowing.doc_stride,
+            "max_answer_length": self.max_answer_length,
+            "n_best_size": self.n_best_size,
+            "no_answer_threshold": self.no_answer_threshold,
+        }
