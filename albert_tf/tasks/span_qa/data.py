@@ -412,10 +412,14 @@ def piece_span(starts: np.ndarray, ends: np.ndarray, answer: Answer) -> tuple[in
 def encode_span_qa(items: Sequence[QAExample], tokenizer, windowing: Windowing) -> list[dict]:
     """Packs every item once: its windows with their labels, and its pieces' spans.
 
-    Each window's ``labels`` are int32 [2]: the positions of the first answer's
-    first and last piece when the window holds both, else ``[0, 0]`` ([CLS]: not
-    here, as the official ``run_squad`` trains SQuAD 2.0 and windows without the
-    answer). One dict per item: ``windows`` (dicts of 1-D int32 ``token_ids``,
+    Each window's ``labels`` are int32 [2]: the positions of the first and last
+    piece of the first answer (in the context's order) that the window holds whole,
+    else ``[0, 0]`` ([CLS]: not here, as the official ``run_squad`` trains SQuAD 2.0
+    and windows without the answer). SQuAD's training questions have one answer; a
+    question with several (PICO's populations) teaches each window the one it holds,
+    not "no answer" where a second answer is.
+
+    One dict per item: ``windows`` (dicts of 1-D int32 ``token_ids``,
     ``segment_ids``, ``padding_mask``, ``labels``, and ints ``window_start``,
     ``context_offset``, ``window_length``), ``piece_starts``, ``piece_ends``,
     ``word_starts``, ``word_ends`` (`pack_qa`),
@@ -442,7 +446,11 @@ def encode_span_qa(items: Sequence[QAExample], tokenizer, windowing: Windowing) 
         for row, item in enumerate(chunk):
             piece_starts = np.array(starts[row], np.int32)
             piece_ends = np.array(ends[row], np.int32)
-            span = piece_span(piece_starts, piece_ends, item.answers[0]) if item.answers else None
+            spans = sorted(
+                span
+                for answer in item.answers
+                if (span := piece_span(piece_starts, piece_ends, answer)) is not None
+            )
             windows = []
             for w in np.flatnonzero(info["window_example"] == row):
                 n = lengths[w]
@@ -451,8 +459,9 @@ def encode_span_qa(items: Sequence[QAExample], tokenizer, windowing: Windowing) 
                 offset = int(info["context_offset"][w])
                 count = int(info["window_length"][w])
                 labels = [0, 0]
-                if span is not None and first <= span[0] and span[1] < first + count:
-                    labels = [offset + span[0] - first, offset + span[1] - first]
+                inside = [a for a in spans if first <= a[0] and a[1] < first + count]
+                if inside:
+                    labels = [offset + inside[0][0] - first, offset + inside[0][1] - first]
                 window["labels"] = np.array(labels, np.int32)
                 window.update(window_start=first, context_offset=offset, window_length=count)
                 windows.append(window)

@@ -252,3 +252,30 @@ def test_windowing_refuses_settings_that_leave_no_context():
         Windowing(20, max_query_length=17)
     with pytest.raises(ValueError, match="must be at least 1"):
         Windowing(64, doc_stride=0)
+
+
+def test_each_window_learns_the_answer_it_holds(tokenizer):
+    # Two answers far apart: no window holds both; each window that holds one whole is
+    # labelled with it, not with [CLS] because the first answer is elsewhere.
+    context = "王明住在北京。" + "今天下雨。" * 8 + "李华住在上海。"
+    first, second = context.index("北京"), context.rindex("上海")
+    item = QAExample(
+        "two",
+        "谁？",
+        context,
+        (Answer(first, first + 2, "北京"), Answer(second, second + 2, "上海")),
+    )
+    (encoded,) = encode_span_qa([item], tokenizer, Windowing(24, max_query_length=4, doc_stride=8))
+    found = set()
+    for window in encoded["windows"]:
+        first_piece, last_piece = window["labels"]
+        if last_piece:
+            pieces = (
+                window["window_start"]
+                + np.array([first_piece, last_piece])
+                - window["context_offset"]
+            )
+            found.add(
+                context[encoded["piece_starts"][pieces[0]] : encoded["piece_ends"][pieces[1]]]
+            )
+    assert found == {"北京", "上海"}
