@@ -17,8 +17,10 @@ ENCODERS = sorted(p for p in (REPO / "models" / "pretrained").glob("*") if p.is_
 MAX_BYTES = 10 * 2**20  # issue 32: at most 10 MB each
 
 
-def test_there_is_a_chinese_encoder():
-    assert any(json.loads((p / "card.json").read_text())["language"] == "zh" for p in ENCODERS)
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_there_is_an_encoder_for_each_language(language):
+    cards = [json.loads((p / "card.json").read_text()) for p in ENCODERS]
+    assert any(card["language"] == language for card in cards)
 
 
 @pytest.mark.parametrize("folder", ENCODERS, ids=lambda p: p.name)
