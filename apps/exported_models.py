@@ -22,6 +22,7 @@ UNK_WARNING_SHARE = 0.1
 MULTIPLE_CHOICE_TASKS = ("multiple_choice", None)
 CLASSIFICATION_TASKS = ("classification",)
 TAGGING_TASKS = ("tagging",)
+SPAN_QA_TASKS = ("span_qa",)
 
 SPECIAL_PIECES = ("[CLS]", "[SEP]", "[PAD]", "<pad>", "")
 UNKNOWN_PIECES = ("[UNK]", "<unk>")

@@ -50,3 +50,13 @@ def tagger_models(shared_builds):
 
     with build_lock(shared_builds):
         return models(shared_builds)
+
+
+@pytest.fixture(scope="session")
+def reader_models(shared_builds):
+    """A tiny Chinese span QA model with a card, built once per run (helpers/reader_helpers.py)."""
+    from helpers.reader_helpers import models
+    from helpers.testing_utils import build_lock
+
+    with build_lock(shared_builds):
+        return models(shared_builds)

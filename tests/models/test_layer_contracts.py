@@ -24,6 +24,8 @@ from albert_tf.models.pretraining_model import AlbertPretrainingModel
 from albert_tf.tasks.classification.model import AlbertTextClassifier
 from albert_tf.tasks.multiple_choice.head import MultipleChoiceHead
 from albert_tf.tasks.multiple_choice.model import AlbertMultipleChoice
+from albert_tf.tasks.span_qa.head import SpanHead
+from albert_tf.tasks.span_qa.model import AlbertSpanQA
 from albert_tf.tasks.tagging.head import TokenClassifierHead
 from albert_tf.tasks.tagging.model import AlbertTokenClassifier
 
@@ -222,6 +224,17 @@ def test_token_classifier_head(tmp_path):
     )
 
 
+def test_span_head(tmp_path):
+    run_layer_test(
+        SpanHead,
+        dict(initializer_range=0.03),
+        lambda seq: (np.random.RandomState(seq).randn(BATCH, seq, H).astype("float32"),),
+        lambda seq: (BATCH, seq, 2),
+        tmp_path,
+        mixed_output_dtypes="float32",
+    )
+
+
 @pytest.mark.parametrize("hidden_states", [False, True], ids=["outputs", "hidden_states"])
 def test_backbone(hidden_states, tmp_path):
     def expected(seq):
@@ -314,6 +327,17 @@ def test_token_classifier_model(tmp_path):
         mixed_output_dtypes="float32",
     )
     assert model.get_config()["num_tags"] == 7
+
+
+def test_span_qa_model(tmp_path):
+    run_layer_test(
+        AlbertSpanQA,
+        dict(backbone=AlbertBackbone(CONFIG)),
+        lambda seq: (random_batch(V, batch=2, seq=seq),),
+        lambda seq: (2, seq, 2),
+        tmp_path,
+        mixed_output_dtypes="float32",
+    )
 
 
 def test_loaded_pretraining_model_decodes_through_the_backbone_embedding(tmp_path):
