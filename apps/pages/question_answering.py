@@ -94,8 +94,7 @@ def validate(question: str, context: str) -> tuple[str, str, list[str]]:
     ):
         if len(text) > limit:
             notes.append(
-                f"The {what} has {len(text):,} characters; only its first {limit:,} are "
-                "read here."
+                f"The {what} has {len(text):,} characters; only its first {limit:,} are read here."
             )
     return question[:MAX_QUESTION_CHARS], context[:MAX_CONTEXT_CHARS], notes
 
