@@ -68,7 +68,7 @@ SKIP_REASONS = (
     "missing_question",  # no string "question"
     "empty_context",  # a blank context
     "empty_question",  # a blank question
-    "bad_answer",  # an answer that is not {"text": str, "answer_start": int} inside the context
+    "bad_answer",  # not {"text": non-blank str, "answer_start": int} inside the context (dropped)
     "answer_text_mismatch",  # an answer's text is not the context at answer_start (dropped)
     "no_valid_answer",  # every answer of a question that is not impossible was dropped
     "missing_answers",  # no "answers", in a file whose other questions have them
@@ -138,7 +138,7 @@ def _example(
         raw_answers: list = []
         labelled = False
     else:
-        raw_answers = raw if isinstance(raw, list) else [None]
+        raw_answers = _answer_list(raw)
         labelled = True
     answers: dict[tuple[int, int], Answer] = {}
     for answer in [] if impossible else raw_answers:
@@ -146,7 +146,7 @@ def _example(
         start = answer.get("answer_start") if isinstance(answer, dict) else None
         if not (
             isinstance(text, str)
-            and text
+            and text.strip()
             and isinstance(start, int)
             and not isinstance(start, bool)
             and start >= 0
@@ -170,19 +170,40 @@ def _example(
     )
 
 
+def _answer_list(raw: Any) -> list:
+    """A question's answers as a list of ``{"text", "answer_start"}``; Hugging Face
+    ``datasets``' columns (``{"text": [...], "answer_start": [...]}``) become one."""
+    if isinstance(raw, list):
+        return raw
+    if isinstance(raw, dict) and isinstance(raw.get("text"), list):
+        starts = raw.get("answer_start")
+        if isinstance(starts, list) and len(starts) == len(raw["text"]):
+            return [
+                {"text": t, "answer_start": s} for t, s in zip(raw["text"], starts, strict=True)
+            ]
+    return [None]  # one bad answer, counted
+
+
 def _squad_rows(data: Any, name: str, skipped: collections.Counter) -> Iterator[_Row]:
-    """The questions of a SQuAD-layout object."""
+    """The questions of a SQuAD-layout object; a malformed article or paragraph is
+    counted as ``invalid_json``."""
     articles = data.get("data")
     if not isinstance(articles, list):
         raise ValueError(f'{name}: "data" is not a list; expected {ACCEPTED_FORMATS}')
     for a, article in enumerate(articles):
         paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
-        for p, paragraph in enumerate(paragraphs if isinstance(paragraphs, list) else []):
+        if not isinstance(paragraphs, list):
+            skipped["invalid_json"] += 1
+            continue
+        for p, paragraph in enumerate(paragraphs):
             if not isinstance(paragraph, dict):
                 skipped["invalid_json"] += 1
                 continue
             questions = paragraph.get("qas")
-            for q, record in enumerate(questions if isinstance(questions, list) else []):
+            if not isinstance(questions, list):
+                skipped["invalid_json"] += 1
+                continue
+            for q, record in enumerate(questions):
                 if not isinstance(record, dict):
                     skipped["invalid_json"] += 1
                     continue
@@ -218,7 +239,11 @@ def _read_file(path: str) -> tuple[list[QAExample], collections.Counter]:
     if stripped.startswith("{"):
         try:
             squad = json.loads(text)
-        except ValueError:
+        except ValueError as error:
+            if len(stripped.splitlines()) == 1:  # one line that is not JSON: not JSON Lines
+                raise ValueError(
+                    f"{path}: not valid JSON ({error}); expected {ACCEPTED_FORMATS}"
+                ) from None
             squad = None  # several objects: JSON Lines
     if isinstance(squad, dict) and "data" in squad:
         rows = list(_squad_rows(squad, name, skipped))
@@ -526,12 +551,16 @@ def best_spans(
 
     A span is a first and a last position among the window's context pieces
     (``mask``), at most ``max_answer_length`` pieces long; its score is start
-    logit + end logit, as the official ``run_squad`` and Hugging Face rank spans
-    across windows. Positions are in the window (sequence positions).
+    logit + end logit, compared across windows as Hugging Face's pipeline
+    compares them (the official ``run_squad`` also drops starts outside the
+    window where they have the most context; this does not). Positions are in
+    the window (sequence positions); equal scores keep the lower start, then end.
 
     Args:
         logits: float32 [windows, S, 2] (`AlbertSpanQA`'s output).
         mask: bool [windows, S] (`context_mask`).
+        max_answer_length: longest span, in pieces.
+        k: spans kept per window.
 
     Returns:
         ``score`` float32 [windows, k] (−inf where a window has fewer spans),
@@ -580,15 +609,30 @@ class Prediction:
     probability: float
 
 
+def margin(candidates: Sequence[Prediction], null: Prediction) -> float:
+    """How far "no answer" beats the best candidate: ``null.score - best.score``, in
+    float32 as the SavedModel computes it (inf without a candidate)."""
+    if not candidates:
+        return np.inf
+    return float(np.float32(null.score) - np.float32(candidates[0].score))
+
+
 def choose_answer(
     candidates: Sequence[Prediction], null: Prediction, no_answer_threshold: float | None
 ) -> Prediction:
-    """The best candidate, or ``null`` (no answer) when ``null.score - best.score``
-    exceeds ``no_answer_threshold`` (None: always answer, SQuAD 1.1) or there is
-    no candidate."""
+    """The best candidate, or ``null`` (no answer) when the `margin` exceeds
+    ``no_answer_threshold`` (None: always answer, SQuAD 1.1) or there is no candidate.
+
+    >>> span, none = Prediction("x", 0, 1, 2.0, 0.5), Prediction("", -1, -1, 3.0, 0.2)
+    >>> [choose_answer([span], none, t).text for t in (None, 0.5, 1.0)]
+    ['x', '', 'x']
+    >>> choose_answer([], none, None).start
+    -1
+    """
     if not candidates:
         return null
-    best = candidates[0]
-    if no_answer_threshold is not None and null.score - best.score > no_answer_threshold:
+    if no_answer_threshold is not None and margin(candidates, null) > np.float32(
+        no_answer_threshold
+    ):
         return null
-    return best
+    return candidates[0]

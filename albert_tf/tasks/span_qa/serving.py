@@ -37,7 +37,8 @@ class SpanQAServingModule(tf.Module):
       float32 [B] (the answer's probability in its window: its start's softmax
       times its end's; for no answer, the [CLS] position's). A context longer
       than one window is read in windows ``doc_stride`` pieces apart and
-      answered by the best start + end logit of all (`best_spans`).
+      answered by the best start + end logit of all (`best_spans`; on a tie, the
+      earliest window, then the earliest start and end).
       With a ``no_answer_threshold`` (a model trained with impossible
       questions), "no answer" wins when the lowest null score of the windows
       beats the best span's by more than it.
@@ -58,8 +59,10 @@ class SpanQAServingModule(tf.Module):
 
     Example:
         >>> module = SpanQAServingModule(model, tok, Windowing(384))     # doctest: +SKIP
-        >>> module.serving_default(tf.constant(["谁？"]), tf.constant(["江泽民在北京"]))
-        {'answer': <tf.Tensor: ... [b'\\xe6\\xb1\\x9f\\xe6\\xb3\\xbd\\xe6\\xb0\\x91']>, ...}
+        >>> question, context = tf.constant(["谁？"]), tf.constant(["江泽民在北京"])
+        >>> out = module.serving_default(question, context)                 # doctest: +SKIP
+        >>> out["answer"].numpy()[0].decode(), int(out["start"][0])        # doctest: +SKIP
+        ('江泽民', 0)
     """
 
     #: The SavedModel's signatures, by method name.
@@ -159,8 +162,9 @@ class SpanQAServingModule(tf.Module):
         spans = best_spans(logits, mask, self.max_answer_length, 1)
         score = spans["score"][:, 0]
 
-        def pick(values: tf.Tensor, reduce) -> tf.Tensor:
-            """Per example, the first of its windows where ``values`` is ``reduce``'s."""
+        def pick(values: tf.Tensor, reduce) -> tuple[tf.Tensor, tf.Tensor]:
+            """Per example, the first of its windows (the lowest index) where ``values``
+            is ``reduce``'s, and that value."""
             best = reduce(values, example, num_examples)
             hit = values == tf.gather(best, example)
             index = tf.where(hit, tf.range(windows), windows)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
 from albert_tf.checkpoints.saved_format import load_task_model, read_finetune_settings
 from albert_tf.tasks.span_qa import SPEC
 from albert_tf.tasks.task import FineTuningSettings, FineTuningTask, TaskData
+
+#: Skip reasons that drop one answer, not the question (`read_span_qa`).
+ANSWER_REASONS = ("bad_answer", "answer_text_mismatch")
+#: Questions the people-sentence baseline answers: who took part.
+WHO = re.compile(r"\bwho\b", re.IGNORECASE)
 
 
 class SpanQATask(FineTuningTask):
@@ -25,6 +31,9 @@ class SpanQATask(FineTuningTask):
         from albert_tf.tasks.span_qa.data import read_span_qa
 
         train, skipped = read_span_qa(settings.train_files)
+        unanswered = sum(not item.labelled for item in train)
+        if unanswered:  # a file of questions without answers among the training files
+            skipped["missing_answers"] += unanswered
         train = [item for item in train if item.labelled]
         if not train:
             raise ValueError(
@@ -53,7 +62,12 @@ class SpanQATask(FineTuningTask):
             f"{name}: {len(items)} questions on {contexts} contexts; {dict(sorted(kinds.items()))}"
         ]
         if skipped:
-            lines.append(f"{name}: skipped {sum(skipped.values())} bad input(s): {dict(skipped)}")
+            dropped = sum(skipped[reason] for reason in ANSWER_REASONS)
+            questions = sum(skipped.values()) - dropped
+            lines.append(
+                f"{name}: skipped {questions} question(s) and dropped {dropped} answer(s) of "
+                f"bad input: {dict(skipped)}"
+            )
         return lines
 
     def load_model(self, directory: str | os.PathLike[str], dtype, data: TaskData | None = None):
@@ -76,8 +90,9 @@ class SpanQATask(FineTuningTask):
         )
 
     def extra_scores(self, best, test: list, train: list, log: Callable[[str], None]) -> dict:
-        """For English: the first sentence that names people, on the same test questions."""
-        if not any(item.lang == "en" for item in test):
+        """For English "who" questions (PICO's "Who were the participants?"): the first
+        sentence that names people, on the same test questions. None for other sets."""
+        if not all(item.lang == "en" and WHO.search(item.question) for item in test):
             return {}
         from albert_tf.baselines.people_sentence import first_people_sentence
         from albert_tf.training.finetuning.metrics import squad_scores

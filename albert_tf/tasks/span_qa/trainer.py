@@ -15,10 +15,12 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.checkpoints.saved_format import read_finetune_settings
+from albert_tf.checkpoints.saved_format import load_task_model, read_finetune_settings
 from albert_tf.tasks.span_qa import SPEC
 from albert_tf.tasks.span_qa.data import (
+    DOC_STRIDE,
     MAX_ANSWER_LENGTH,
+    MAX_QUERY_LENGTH,
     N_BEST_SIZE,
     Prediction,
     QAExample,
@@ -28,6 +30,7 @@ from albert_tf.tasks.span_qa.data import (
     choose_answer,
     context_mask,
     encode_span_qa,
+    margin,
     span_qa_batches,
 )
 from albert_tf.training.finetuning.metrics import best_no_answer_threshold, squad_scores
@@ -67,8 +70,8 @@ class SpanQATrainer(FineTuningTrainer):
         model,
         tokenizer,
         *,
-        max_query_length: int = 64,
-        doc_stride: int = 128,
+        max_query_length: int = MAX_QUERY_LENGTH,
+        doc_stride: int = DOC_STRIDE,
         max_answer_length: int = MAX_ANSWER_LENGTH,
         n_best_size: int = N_BEST_SIZE,
         no_answer_threshold: float | None = None,
@@ -116,15 +119,21 @@ class SpanQATrainer(FineTuningTrainer):
     ) -> tuple[list[list[Prediction]], list[Prediction], float]:
         """Per item, its n-best spans over all its windows (best first) and its "no
         answer" (the lowest null score of its windows); the summed window loss."""
-        windows = [(i, w) for i, item in enumerate(encoded) for w in item["windows"]]
-        order = sorted(range(len(windows)), key=lambda k: len(windows[k][1]["token_ids"]))
-        spans: list[list[tuple[float, float, int, int]]] = [[] for _ in encoded]
-        nulls: list[tuple[float, float]] = [(np.inf, 0.0) for _ in encoded]
+        # (item, its window's index among the item's, window)
+        windows = [
+            (i, n, w) for i, item in enumerate(encoded) for n, w in enumerate(item["windows"])
+        ]
+        order = sorted(range(len(windows)), key=lambda k: len(windows[k][2]["token_ids"]))
+        # Per item: (-score, window, first piece, last piece, probability): sorted, the
+        # ranking of the SavedModel (best score; on a tie the earliest window, start, end).
+        spans: list[list[tuple[float, int, int, int, float]]] = [[] for _ in encoded]
+        # Per item: (null score, window, probability): the lowest, the earliest on a tie.
+        nulls: list[tuple[float, int, float]] = [(np.inf, 0, 0.0) for _ in encoded]
         loss = 0.0
         size = self.eval_batch_size
         for begin in range(0, len(order), size):
             batch = order[begin : begin + size]
-            rows = [windows[k][1] for k in batch]
+            rows = [windows[k][2] for k in batch]
             features, labels = next(span_qa_batches(rows, len(rows)))
             logits = self.logits(features)[:, : features["token_ids"].shape[1]]
             loss += float(self.loss_sums(logits, tf.constant(labels))[0])
@@ -140,7 +149,7 @@ class SpanQATrainer(FineTuningTrainer):
                 ).items()
             }
             for row, k in enumerate(batch):
-                item, window = windows[k]
+                item, number, window = windows[k]
                 shift = window["window_start"] - window["context_offset"]
                 for score, probability, first, last in zip(
                     found["score"][row],
@@ -151,27 +160,30 @@ class SpanQATrainer(FineTuningTrainer):
                 ):
                     if np.isfinite(score):
                         spans[item].append(
-                            (float(score), float(probability), first + shift, last + shift)
+                            (-float(score), number, first + shift, last + shift, float(probability))
                         )
-                null = (float(found["null_score"][row]), float(found["null_probability"][row]))
-                if null[0] < nulls[item][0]:
-                    nulls[item] = null
+                null = (
+                    float(found["null_score"][row]),
+                    number,
+                    float(found["null_probability"][row]),
+                )
+                nulls[item] = min(nulls[item], null)
         candidates = []
         for item, found_spans in zip(encoded, spans, strict=True):
             seen, ranked = set(), []
-            for score, probability, first, last in sorted(found_spans, reverse=True):
+            for negative, _, first, last, probability in sorted(found_spans):
                 start = int(item["word_starts"][first])
                 end = int(item["word_ends"][last])
                 if (start, end) in seen:  # the same words from two windows or pieces
                     continue
                 seen.add((start, end))
                 ranked.append(
-                    Prediction(item["context"][start:end], start, end, score, probability)
+                    Prediction(item["context"][start:end], start, end, -negative, probability)
                 )
                 if len(ranked) == self.n_best_size:
                     break
             candidates.append(ranked)
-        no_answers = [Prediction("", -1, -1, score, p) for score, p in nulls]
+        no_answers = [Prediction("", -1, -1, score, p) for score, _, p in nulls]
         return candidates, no_answers, loss
 
     def predict(self, data, no_answer_threshold: float | None = None) -> list[list[Prediction]]:
@@ -205,10 +217,7 @@ class SpanQATrainer(FineTuningTrainer):
         golds = [item["answers"] for item in encoded]
         impossible = any(g == [""] for g in golds)
         if self._fitting and self.choose_threshold and impossible:
-            margins = [
-                n.score - (c[0].score if c else -np.inf)
-                for c, n in zip(candidates, nulls, strict=True)
-            ]
+            margins = [margin(c, n) for c, n in zip(candidates, nulls, strict=True)]
             best = [c[0].text if c else "" for c in candidates]
             threshold, _ = best_no_answer_threshold(golds, best, margins)
             self.no_answer_threshold = max(threshold, NEVER_ANSWER)  # JSON has no -inf
@@ -224,15 +233,21 @@ class SpanQATrainer(FineTuningTrainer):
         return scores
 
     def fit(self, train, dev) -> dict:
-        """`FineTuningTrainer.fit`; afterwards the trainer answers with the best
-        checkpoint's no-answer threshold."""
+        """`FineTuningTrainer.fit`; afterwards the trainer's model and no-answer
+        threshold are the best checkpoint's (what its export serves)."""
+        dev = self._encoded(dev)
+        if self.choose_threshold and not any(item["answers"] == [""] for item in dev):
+            self.no_answer_threshold = None  # nothing to choose it on: always answer
         self._fitting = True
         try:
             result = super().fit(train, dev)
         finally:
             self._fitting = False
-        saved = read_finetune_settings(result["best_dir"])
-        self.no_answer_threshold = saved.get("no_answer_threshold")
+        best = load_task_model(result["best_dir"], SPEC)
+        self.model.set_weights(best.get_weights())
+        self.no_answer_threshold = read_finetune_settings(result["best_dir"]).get(
+            "no_answer_threshold"
+        )
         return result
 
     def task_settings(self) -> dict:

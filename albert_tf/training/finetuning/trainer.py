@@ -327,9 +327,8 @@ class FineTuningTrainer:
                 ):
                     features = self._fixed_shape(features)
                     labels = np.asarray(labels, label_dtype)
-                    if self.label_spec.shape[1:2] == [
-                        None
-                    ]:  # a label per piece: as long as the padded ids
+                    # A label per piece (labels [batch, length]): as long as the padded ids.
+                    if self.label_spec.shape.rank > 1 and self.label_spec.shape[1] is None:
                         extra = features["token_ids"].shape[-1] - labels.shape[-1]
                         widths = [(0, 0)] * (labels.ndim - 1) + [(0, extra)]
                         labels = np.pad(labels, widths, constant_values=self.label_padding)

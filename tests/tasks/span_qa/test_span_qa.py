@@ -14,6 +14,7 @@ import sys
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from helpers.serving_scripts import OP_SCAN
 from helpers.testing_utils import LEARNS, tiny_config
 
@@ -130,8 +131,8 @@ def run(questions, contexts):
 report["answer"] = run(spec["questions"], spec["contexts"])
 empty = tf.constant([], tf.string)
 report["empty"] = {k: list(v.shape) for k, v in serve(question=empty, context=empty).items()}
-report["blank"] = run(["", "谁？"], ["", ""])
-report["bad_utf8"] = run(["谁？"], [b"\xff\xfe" + "王明住在北京。".encode()])
+report["blank"] = run(["", "王明住哪？"], ["", ""])
+report["bad_utf8"] = run(["王明住哪？"], [b"\xff\xfe" + "王明住在北京。".encode()])
 def error(questions, contexts):
     try:
         run(questions, contexts)
@@ -191,10 +192,25 @@ def test_saved_model_answers_as_the_trainer_in_a_fresh_process(reader, tmp_path)
             assert item.context[got["start"][row] : got["end"][row]] == got["answer"][row]
     assert report["empty"] == {"answer": [0], "start": [0], "end": [0], "score": [0]}
     assert report["blank"]["start"] == [-1, -1] and report["blank"]["answer"] == ["", ""]
-    # Invalid UTF-8 reads as a replacement character; offsets count it.
-    assert report["bad_utf8"]["answer"] in (["北京"], [""]), report["bad_utf8"]
-    if report["bad_utf8"]["answer"] == ["北京"]:
-        assert report["bad_utf8"]["start"] == [6]
+    # Empty contexts are never answered; each invalid UTF-8 byte reads as one
+    # replacement character, which the offsets count: the trainer on that text agrees.
+    edge = best.predict(
+        [
+            QAExample("b1", "", "", ()),
+            QAExample("b2", "王明住哪？", "", ()),
+            QAExample("u", "王明住哪？", "\ufffd\ufffd王明住在北京。", ()),
+        ]
+    )
+    for key, row, want_row in (("blank", 0, 0), ("blank", 1, 1), ("bad_utf8", 0, 2)):
+        want = edge[want_row][0]
+        got_row = {k: v[row] for k, v in report[key].items()}
+        assert (got_row["answer"], got_row["start"], got_row["end"]) == (
+            want.text,
+            want.start,
+            want.end,
+        ), key
+        np.testing.assert_allclose(got_row["score"], want.probability, atol=1e-4)
+    assert edge[0][0].start == edge[1][0].start == -1
     assert "context length exceeds the serving limit of 50,000" in report["too_long"]
     assert "question length exceeds the serving limit of 2,000" in report["long_question"]
     assert "same batch size" in report["mismatch"]
@@ -212,6 +228,7 @@ def test_finetune_command_answers_from_files(tokenizer, mc_models, tmp_path):
     train["data"][0]["paragraphs"][0]["qas"][0]["answers"] = [{"text": "nope", "answer_start": 0}]
     (tmp_path / "train.json").write_text(json.dumps(train, ensure_ascii=False))
     (tmp_path / "dev.json").write_text(json.dumps(squad(_questions(30, 5)), ensure_ascii=False))
+    (tmp_path / "test.json").write_text(json.dumps(squad(_questions(30, 6)), ensure_ascii=False))
     config = tmp_path / "config.json"
     _model(tokenizer).config.to_hf_json(config)
     run = subprocess.run(
@@ -224,7 +241,7 @@ def test_finetune_command_answers_from_files(tokenizer, mc_models, tmp_path):
             f"--tokenizer_dir={mc_models['zh']['model'] / 'tokenizer'}",
             f"--train_files={tmp_path / 'train.json'}",
             f"--dev_files={tmp_path / 'dev.json'}",
-            f"--test_files={tmp_path / 'dev.json'}",
+            f"--test_files={tmp_path / 'test.json'}",
             f"--output_dir={tmp_path / 'run'}",
             f"--export_dir={tmp_path / 'exported'}",
             "--max_seq_length=32",
@@ -241,7 +258,10 @@ def test_finetune_command_answers_from_files(tokenizer, mc_models, tmp_path):
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "skipped 2 bad input(s): {'answer_text_mismatch': 1, 'no_valid_answer': 1}" in run.stdout
+    assert (
+        "skipped 1 question(s) and dropped 1 answer(s) of bad input: "
+        "{'answer_text_mismatch': 1, 'no_valid_answer': 1}"
+    ) in run.stdout
     assert "train: 119 questions on" in run.stdout
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["metric"] == "f1" and summary["steps"] == 4
@@ -277,3 +297,44 @@ def test_reader_trains_with_xla(tokenizer, tmp_path):
     result = trainer.fit(_questions(16, 6), _questions(8, 7))
     assert result["steps"] == 2 and np.isfinite(result["history"][-1]["train_loss"])
     assert 0.0 <= result["history"][-1]["dev_f1"] <= 1.0
+
+
+def test_ties_break_alike_in_the_trainer_and_the_saved_model(tokenizer, tmp_path):
+    # A head of zeros scores every span and every window the same: both must pick the
+    # earliest window, then the earliest start and end, and the same "no answer".
+    from albert_tf.tasks.span_qa.data import Windowing
+    from albert_tf.tasks.span_qa.serving import SpanQAServingModule
+
+    model = _model(tokenizer)
+    for weight in model.span_head.weights:
+        weight.assign(np.zeros(weight.shape, "float32"))
+    items = _questions(12, 8)
+    answered = {}
+    for threshold in (None, 0.0, -1.0):
+        trainer = _trainer(model, tokenizer, tmp_path, no_answer_threshold=threshold)
+        want = [p[0] for p in trainer.predict(items)]
+        module = SpanQAServingModule(
+            model, tokenizer, Windowing(MAX_SEQ_LENGTH, 8, 12), 4, threshold
+        )
+        got = module.serving_default(
+            tf.constant([x.question for x in items]), tf.constant([x.context for x in items])
+        )
+        assert got["start"].numpy().tolist() == [p.start for p in want], threshold
+        assert got["end"].numpy().tolist() == [p.end for p in want]
+        np.testing.assert_allclose(got["score"], [p.probability for p in want], atol=1e-6)
+        answered[threshold] = [p.start >= 0 for p in want]
+    # Every margin is exactly 0: answered at threshold 0 (margin <= threshold), not at -1;
+    # the earliest span is the context's first word.
+    assert all(answered[None]) and all(answered[0.0]) and not any(answered[-1.0])
+    assert all(p.start == 0 for p in _trainer(model, tokenizer, tmp_path).predict(items[:3])[0][:1])
+
+
+def test_fit_answers_always_when_dev_has_no_impossible_question(tokenizer, tmp_path):
+    trainer = _trainer(
+        _model(tokenizer), tokenizer, tmp_path, no_answer_threshold=1.5,
+        num_train_steps=2, eval_every=2,
+    )  # fmt: skip
+    trainer.fit(_questions(16, 9, impossible=0.0), _questions(8, 10, impossible=0.0))
+    assert trainer.no_answer_threshold is None
+    with open(tmp_path / "run" / "best" / "finetune.json") as f:
+        assert json.load(f)["no_answer_threshold"] is None

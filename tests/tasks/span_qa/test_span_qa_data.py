@@ -279,3 +279,31 @@ def test_each_window_learns_the_answer_it_holds(tokenizer):
                 context[encoded["piece_starts"][pieces[0]] : encoded["piece_ends"][pieces[1]]]
             )
     assert found == {"北京", "上海"}
+
+
+def test_hf_columns_blank_answers_and_broken_structure(tmp_path):
+    rows = [
+        # Hugging Face datasets' columns: two answers.
+        {"id": "hf", "context": "Cats sleep a lot.", "question": "Who sleeps?",
+         "answers": {"text": ["Cats", "Cats sleep"], "answer_start": [0, 0]}},
+        # A blank answer is no answer: dropped, and the question with it.
+        {"id": "blank", "context": "a  b", "question": "What?",
+         "answers": [{"text": "  ", "answer_start": 1}]},
+    ]  # fmt: skip
+    path = tmp_path / "hf.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    examples, skipped = read_span_qa([str(path)])
+    assert [(e.id, [a.text for a in e.answers]) for e in examples] == [
+        ("hf", ["Cats", "Cats sleep"])
+    ]
+    assert dict(skipped) == {"bad_answer": 1, "no_valid_answer": 1}
+    broken = {"data": ["not an article", {"paragraphs": "x"}, {"paragraphs": [{"qas": 3}]},
+                       {"paragraphs": [{"context": "ok.", "qas": [
+                           {"id": "q", "question": "q?",
+                            "answers": [{"text": "ok", "answer_start": 0}]}]}]}]}  # fmt: skip
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    examples, skipped = read_span_qa([str(tmp_path / "broken.json")])
+    assert [e.id for e in examples] == ["q"] and dict(skipped) == {"invalid_json": 3}
+    (tmp_path / "cut.json").write_text(json.dumps(broken)[:-20])
+    with pytest.raises(ValueError, match="cut.json: not valid JSON"):
+        read_span_qa([str(tmp_path / "cut.json")])
