@@ -32,7 +32,7 @@ from bench import common
 from bench.common import SHARED_DATA, Job, Steps
 
 DATA = os.path.join(SHARED_DATA, "classification", "zh_product_reviews.jsonl.gz")
-UNITS = ("units", "bigrams")
+UNITS = ("units", "bigrams", "naive_bayes")
 SMOKE_ITEMS = 2000
 
 
@@ -80,7 +80,7 @@ def run_worker(args: argparse.Namespace, units_name: str) -> dict[str, Any]:
     from albert_tf.baselines import bag_of_units as baseline
     from albert_tf.data.splits import split_examples
 
-    units = {"units": baseline.text_units, "bigrams": baseline.units_and_bigrams}[units_name]
+    units = {"units": baseline.text_units, "bigrams": baseline.units_and_bigrams}.get(units_name)
     items = load(args.data, SMOKE_ITEMS if args.smoke else 0)
     train, dev, test = split_examples(items, [0.8, 0.1, 0.1], seed=0)
     train_texts = {item.text for item in train}
@@ -90,7 +90,12 @@ def run_worker(args: argparse.Namespace, units_name: str) -> dict[str, Any]:
     rss_before = rss_mb("VmRSS")  # TensorFlow (split_examples' module) and the data
     peak_reset = reset_peak_rss()
     start, cpu_start = time.perf_counter(), time.process_time()
-    model = baseline.fit_bag_of_units(train, num_labels=num_labels, dev=dev, units=units)
+    if units_name == "naive_bayes":
+        from albert_tf.baselines.naive_bayes import fit_naive_bayes
+
+        model = fit_naive_bayes(train, num_labels=num_labels, units=baseline.units_and_bigrams)
+    else:
+        model = baseline.fit_bag_of_units(train, num_labels=num_labels, dev=dev, units=units)
     fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
 
     def scores(part: list[Item]) -> dict[str, float]:
@@ -105,7 +110,7 @@ def run_worker(args: argparse.Namespace, units_name: str) -> dict[str, Any]:
         "items": {"train": len(train), "dev": len(dev), "test": len(test)},
         "distinct_texts": len({item.text for item in items}),
         "test_texts_in_train": len(test) - len(unseen),
-        "l2": model.l2,
+        "l2": getattr(model, "l2", None),  # naive Bayes has none
         "features": len(model.vocabulary),
         "dev": scores(dev),
         "test": test_scores,
@@ -133,7 +138,7 @@ def markdown(report: dict[str, Any]) -> str:
         t, u = r["test"], r["test_unseen_texts"] or {}
         unseen = f"{u['accuracy']:.3f} ± {u['accuracy_stderr']:.3f} ({u['count']})" if u else "—"
         lines.append(
-            f"| {name} | {r['features']:,} | {r['l2']:g} "
+            f"| {name} | {r['features']:,} | {'—' if r['l2'] is None else format(r['l2'], 'g')} "
             f"| {t['accuracy']:.3f} ± {t['accuracy_stderr']:.3f} | {t['macro_f1']:.3f} "
             f"| {unseen} | {r['fit_s']} ({r['fit_cpu_s']}) "
             f"| {r['fit_extra_rss_mb']} / {r['peak_rss_mb']} |"
@@ -153,7 +158,8 @@ class ClassificationBaseline(common.Benchmark):
     name = "classification_baseline"
     what = (
         "bag-of-units logistic regression (albert_tf.baselines.bag_of_units), "
-        "binary features, L2 chosen on dev, full-batch Adam in numpy"
+        "binary features, L2 chosen on dev, full-batch Adam in numpy; and multinomial "
+        "naive Bayes on characters, words and their bigrams (albert_tf.baselines.naive_bayes)"
     )
     variants = UNITS  # each fitted in a fresh process
     results_dir = experiments.RESULTS
