@@ -1,4 +1,4 @@
-"""The bag-of-units logistic-regression baseline on the shared review set: accuracy, time, RSS.
+"""The classification baselines on the shared review set: accuracy, time, RSS.
 
 The set a fine-tuned ALBERT is compared with (docs/finetuning.md):
 ``../shared/data/classification/zh_product_reviews.jsonl.gz`` (JSON Lines with
@@ -12,7 +12,7 @@ has: the set holds many copies of the same review, and ids, not texts, decide
 the split. Writes ``experiments/results/classification_baseline.json`` and prints a
 table::
 
-    python -m experiments.classification_baseline                    # both, ~1-2 min on 2 cores
+    python -m experiments.classification_baseline                    # all three, ~1 min on 2 cores
     python -m experiments.classification_baseline --variants=units   # characters and words only
     python -m experiments.classification_baseline --smoke            # 2,000 reviews, /tmp
 """
@@ -80,7 +80,11 @@ def run_worker(args: argparse.Namespace, units_name: str) -> dict[str, Any]:
     from albert_tf.baselines import bag_of_units as baseline
     from albert_tf.data.splits import split_examples
 
-    units = {"units": baseline.text_units, "bigrams": baseline.units_and_bigrams}.get(units_name)
+    units = {
+        "units": baseline.text_units,
+        "bigrams": baseline.units_and_bigrams,
+        "naive_bayes": baseline.units_and_bigrams,
+    }[units_name]
     items = load(args.data, SMOKE_ITEMS if args.smoke else 0)
     train, dev, test = split_examples(items, [0.8, 0.1, 0.1], seed=0)
     train_texts = {item.text for item in train}
@@ -93,7 +97,7 @@ def run_worker(args: argparse.Namespace, units_name: str) -> dict[str, Any]:
     if units_name == "naive_bayes":
         from albert_tf.baselines.naive_bayes import fit_naive_bayes
 
-        model = fit_naive_bayes(train, num_labels=num_labels, units=baseline.units_and_bigrams)
+        model = fit_naive_bayes(train, num_labels=num_labels, units=units)
     else:
         model = baseline.fit_bag_of_units(train, num_labels=num_labels, dev=dev, units=units)
     fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu_start

@@ -5,7 +5,7 @@ characters and words plus adjacent pairs, `units_and_bigrams`), so a unit counts
 once per text: the "binarized" multinomial naive Bayes of Wang & Manning (2012),
 a strong baseline for sentiment. Per class, a unit's probability is its count
 in that class's texts plus ``alpha``, over the class's total plus ``alpha``
-times the vocabulary (Laplace smoothing); a text scores each class by its log
+times the vocabulary (add-``alpha`` smoothing; Laplace's at 1); a text scores each class by its log
 prior plus the log probabilities of its known units. Nothing is tuned.
 
 >>> from types import SimpleNamespace as Item
@@ -69,7 +69,9 @@ def fit_naive_bayes(
         rows.append([vocabulary.setdefault(u, len(vocabulary)) for u in sorted(found)])
     labels = np.array([int(item.label) for item in train])
     if labels.min() < 0 or labels.max() >= num_labels:
-        raise ValueError(f"labels must be class indices in [0, {num_labels}), got {set(labels)}")
+        raise ValueError(
+            f"labels must be class indices in [0, {num_labels}), got {sorted(set(labels.tolist()))}"
+        )
     counts = np.zeros((num_labels, len(vocabulary)))
     for label, columns in zip(labels, rows, strict=True):
         counts[label, columns] += 1

@@ -48,7 +48,7 @@ from exported_models import (  # noqa: E402
 
 TRAIN_COMMAND = (
     "python -m albert_tf.finetune --flagfile=configs/classify_zh_reviews.flags"
-    "   # about 20 minutes on 2 CPU cores"
+    "   # about 17 minutes on 2 CPU cores"
 )
 # Longer input is cut, with a note, instead of making the visitor wait: the model
 # reads at most max_seq_length pieces of text and pair together anyway (the
