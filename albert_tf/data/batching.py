@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+import numpy as np
+
 
 def bucketed_batches(
     lengths: Sequence[int],
@@ -44,3 +46,16 @@ def bucketed_batches(
     if shuffle:
         rng.shuffle(batches)
     return batches
+
+
+def padded(rows: Sequence[dict], key: str, fill: int = 0) -> np.ndarray:
+    """int32 [len(rows), longest]: each row's 1-D ``row[key]``, padded with ``fill``.
+
+    >>> padded([{"ids": [5, 6, 7]}, {"ids": [8]}], "ids", fill=-1).tolist()
+    [[5, 6, 7], [8, -1, -1]]
+    """
+    length = max((len(row[key]) for row in rows), default=0)
+    out = np.full((len(rows), length), fill, np.int32)
+    for r, row in enumerate(rows):
+        out[r, : len(row[key])] = row[key]
+    return out

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.batching import bucketed_batches
+from albert_tf.data.batching import bucketed_batches, padded
 from albert_tf.data.chinese_wwm import is_cjk_char
 from albert_tf.data.corpus import open_binary
 from albert_tf.data.inputs import resolve_inputs
@@ -521,14 +521,7 @@ def span_qa_batches(
     )
     for batch in batches:
         rows = [windows[i] for i in batch]
-        length = max(len(w["token_ids"]) for w in rows)
-        features = {
-            key: np.zeros((len(rows), length), np.int32)
-            for key in ("token_ids", "segment_ids", "padding_mask")
-        }
-        for r, w in enumerate(rows):
-            for key, value in features.items():
-                value[r, : len(w[key])] = w[key]
+        features = {key: padded(rows, key) for key in ("token_ids", "segment_ids", "padding_mask")}
         yield features, np.stack([w["labels"] for w in rows])
 
 
