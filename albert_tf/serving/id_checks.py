@@ -1,4 +1,5 @@
-"""What both SavedModels check: the packing length at export, the ids of ``score_ids``."""
+"""What the SavedModels check: the packing length at export, the ids of ``score_ids``,
+the length of raw-text inputs."""
 
 from __future__ import annotations
 
@@ -12,6 +13,21 @@ def check_max_seq_length(model, max_seq_length: int) -> None:
         raise ValueError(
             f"max_seq_length={max_seq_length} exceeds the model's max_position_embeddings={limit}"
         )
+
+
+def at_most_chars(texts: tf.Tensor, limit: int, name: str, advice: str = "") -> tf.Operation:
+    """An assertion that no string of ``texts`` is longer than ``limit`` characters,
+    checked before tokenisation so that a hostile request fails in milliseconds. Its
+    error names the input (``name``), the limit and, in the graph as ``<name>_chars``,
+    the value; ``advice`` follows. An empty batch passes (its maximum is the lowest
+    int32)."""
+    longest = tf.reduce_max(tf.strings.length(texts, unit="UTF8_CHAR"))
+    return tf.debugging.assert_less_equal(
+        tf.identity(longest, name=f"{name}_chars"),
+        limit,
+        message=f"{name} length exceeds the serving limit of {limit:,} characters "
+        f"(x below is the value){advice}",
+    )
 
 
 def checked_ids(

@@ -138,6 +138,14 @@ class Tokenizer(tf.Module, abc.ABC):
         count as word starts.
         """
 
+    def word_starts(self, ids: tf.RaggedTensor) -> tf.RaggedTensor:
+        """bool ragged like ``ids`` [batch, (pieces)]: whether each piece begins a word
+        (`word_start_mask`); a text's first piece always does, whatever its id, so no
+        word spans two texts. In-graph."""
+        first = tf.ragged.range(ids.row_lengths()).flat_values == 0
+        mask = tf.constant(self.word_start_mask())
+        return ids.with_flat_values(tf.gather(mask, ids.flat_values) | first)
+
     @abc.abstractmethod
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Writes the tokenizer's assets (model file / vocab and a small

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from albert_tf.models.backbone import BACKBONE_INPUTS
 from albert_tf.serving import length_buckets
-from albert_tf.serving.id_checks import check_max_seq_length, checked_ids
+from albert_tf.serving.id_checks import at_most_chars, check_max_seq_length, checked_ids
 from albert_tf.tasks.classification.data import pack_classification
 
 _TEXT = tf.TensorSpec([None], tf.string)
@@ -21,10 +21,6 @@ LIMITS = {"max_text_chars": MAX_TEXT_CHARS, "max_text_pair_chars": MAX_TEXT_CHAR
 
 
 def _checks(text: tf.Tensor, text_pair: tf.Tensor) -> list:
-    def longest(x: tf.Tensor) -> tf.Tensor:
-        # An empty batch gives the lowest int32, which passes the check.
-        return tf.reduce_max(tf.strings.length(x, unit="UTF8_CHAR"))
-
     return [
         tf.debugging.assert_equal(
             tf.shape(text)[0],
@@ -32,18 +28,8 @@ def _checks(text: tf.Tensor, text_pair: tf.Tensor) -> list:
             message="text and text_pair must have the same batch size "
             '(send "" as the text_pair of a single text)',
         ),
-        tf.debugging.assert_less_equal(
-            tf.identity(longest(text), name="text_chars"),
-            MAX_TEXT_CHARS,
-            message=f"text length exceeds the serving limit of {MAX_TEXT_CHARS:,} characters "
-            "(x below is the value)",
-        ),
-        tf.debugging.assert_less_equal(
-            tf.identity(longest(text_pair), name="text_pair_chars"),
-            MAX_TEXT_CHARS,
-            message=f"text_pair length exceeds the serving limit of {MAX_TEXT_CHARS:,} "
-            "characters (x below is the value)",
-        ),
+        at_most_chars(text, MAX_TEXT_CHARS, "text"),
+        at_most_chars(text_pair, MAX_TEXT_CHARS, "text_pair"),
     ]
 
 

@@ -210,20 +210,20 @@ def _squad_rows(data: Any, name: str, skipped: collections.Counter) -> Iterator[
                 yield f"{name}:{a}.{p}.{q}", record, paragraph.get("context")
 
 
-def _json_lines(path: str, name: str, skipped: collections.Counter) -> Iterator[_Row]:
-    with open_binary(path) as f:
-        for number, raw in enumerate(f, 1):
-            line = raw.decode("utf-8", errors="replace").strip().removeprefix("\ufeff")
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                record = None
-            if not isinstance(record, dict):
-                skipped["invalid_json"] += 1
-                continue
-            yield f"{name}:{number}", record, record.get("context")
+def _json_lines(text: str, name: str, skipped: collections.Counter) -> Iterator[_Row]:
+    """The questions of a JSON Lines file's text (split on "\n" only, as files are read)."""
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            skipped["invalid_json"] += 1
+            continue
+        yield f"{name}:{number}", record, record.get("context")
 
 
 def _read_file(path: str) -> tuple[list[QAExample], collections.Counter]:
@@ -248,7 +248,7 @@ def _read_file(path: str) -> tuple[list[QAExample], collections.Counter]:
     if isinstance(squad, dict) and "data" in squad:
         rows = list(_squad_rows(squad, name, skipped))
     elif stripped.startswith("{"):
-        rows = list(_json_lines(path, name, skipped))
+        rows = list(_json_lines(text, name, skipped))
     else:
         raise ValueError(
             f"{path}: cannot recognise the format of {stripped[:80]!r}; accepted: "
@@ -333,13 +333,10 @@ class Windowing:
 
 
 def check_tokenizer(tokenizer) -> None:
-    """Refuses a tokenizer that cannot give character offsets (see the tagging task's)."""
+    """Refuses a tokenizer that cannot give character offsets (the tagging task's check)."""
     from albert_tf.tasks.tagging.data import check_tokenizer as check_offsets
 
-    try:
-        check_offsets(tokenizer)
-    except ValueError as error:
-        raise ValueError(str(error).replace("tagging", "span QA", 1)) from None
+    check_offsets(tokenizer, task="span QA")
 
 
 def pack_qa(
@@ -370,8 +367,7 @@ def pack_qa(
     question_ids = tokenizer.tokenize(questions)[:, : windowing.max_query_length]
     ids, starts, ends = tokenizer.tokenize_with_offsets(contexts)
     # Answers are whole words (the official run_squad's): each piece's word's characters.
-    first_of_text = tf.ragged.range(ids.row_lengths()).flat_values == 0
-    is_word = tf.gather(tf.constant(tokenizer.word_start_mask()), ids.flat_values) | first_of_text
+    is_word = tokenizer.word_starts(ids).flat_values
     word_of_piece = tf.cumsum(tf.cast(is_word, tf.int32)) - 1
     num_words = tf.reduce_sum(tf.cast(is_word, tf.int32))
     word_start = tf.math.unsorted_segment_min(starts.flat_values, word_of_piece, num_words)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from albert_tf.models.backbone import BACKBONE_INPUTS
-from albert_tf.serving.id_checks import check_max_seq_length
+from albert_tf.serving.id_checks import at_most_chars, check_max_seq_length
 from albert_tf.tasks.span_qa.data import (
     DOC_STRIDE,
     MAX_ANSWER_LENGTH,
@@ -109,10 +109,6 @@ class SpanQAServingModule(tf.Module):
         return module, metadata, {}
 
     def _pack(self, question: tf.Tensor, context: tf.Tensor) -> dict[str, tf.Tensor]:
-        def longest(x: tf.Tensor, name: str) -> tf.Tensor:
-            # An empty batch gives the lowest int32, which passes the check.
-            return tf.identity(tf.reduce_max(tf.strings.length(x, unit="UTF8_CHAR")), name=name)
-
         checks = [
             tf.debugging.assert_equal(
                 tf.shape(question)[0],
@@ -120,17 +116,9 @@ class SpanQAServingModule(tf.Module):
                 message="question and context must have the same batch size (one question "
                 "per context; repeat a context to ask it several questions)",
             ),
-            tf.debugging.assert_less_equal(
-                longest(question, "question_chars"),
-                MAX_QUESTION_CHARS,
-                message=f"question length exceeds the serving limit of {MAX_QUESTION_CHARS:,} "
-                "characters (x below is the value)",
-            ),
-            tf.debugging.assert_less_equal(
-                longest(context, "context_chars"),
-                MAX_CONTEXT_CHARS,
-                message=f"context length exceeds the serving limit of {MAX_CONTEXT_CHARS:,} "
-                "characters (x below is the value); send a long document as several contexts",
+            at_most_chars(question, MAX_QUESTION_CHARS, "question"),
+            at_most_chars(
+                context, MAX_CONTEXT_CHARS, "context", "; send a long document as several contexts"
             ),
         ]
         with tf.control_dependencies(checks):
@@ -179,8 +167,8 @@ class SpanQAServingModule(tf.Module):
         def piece_of(position: tf.Tensor) -> tf.Tensor:
             """A window position's piece, as an index into the flat pieces of all contexts."""
             local = tf.gather(position, window) - tf.gather(offset, window)
-            row_start = tf.gather(packed["piece_starts"].row_starts(), tf.range(num_examples))
-            return tf.cast(row_start, tf.int32) + tf.gather(first_piece, window) + local
+            row_start = tf.cast(packed["word_starts"].row_starts(), tf.int32)
+            return row_start + tf.gather(first_piece, window) + local
 
         # One spare entry: a context without pieces gathers it and is not answered.
         starts = tf.concat([packed["word_starts"].flat_values, [0]], 0)

@@ -436,7 +436,6 @@ def pack_tagging(texts: tf.Tensor, tokenizer, max_seq_length: int) -> dict[str, 
         axis=1,
     )
     token_ids = packed.to_tensor(default_value=tokenizer.pad_id)
-    word_start_mask = tf.constant(tokenizer.word_start_mask())
     return {
         "token_ids": token_ids,
         "segment_ids": tf.zeros_like(token_ids),
@@ -445,23 +444,20 @@ def pack_tagging(texts: tf.Tensor, tokenizer, max_seq_length: int) -> dict[str, 
         "piece_ids": ids,
         "piece_starts": starts,
         "piece_ends": ends,
-        # A text's first piece opens a word whatever its id: no word spans two texts.
-        "word_starts": ids.with_flat_values(
-            tf.gather(word_start_mask, ids.flat_values) | (position == 0)
-        ),
+        "word_starts": tokenizer.word_starts(ids),
     }
 
 
-def check_tokenizer(tokenizer) -> None:
-    """Refuses a tokenizer that cannot give character offsets (a ValueError that says
-    which can): SentencePiece, and cased WordPiece."""
+def check_tokenizer(tokenizer, task: str = "tagging") -> None:
+    """Refuses a tokenizer that cannot give character offsets (a ValueError that names
+    ``task`` and says which can): SentencePiece, and cased WordPiece."""
     if not hasattr(tokenizer, "tokenize_with_offsets") or not getattr(
         tokenizer, "lower_case", True
     ):
         kind = getattr(tokenizer, "kind", type(tokenizer).__name__)
         cased = " (cased)" if hasattr(tokenizer, "tokenize_with_offsets") else ""
         raise ValueError(
-            f"tagging needs each piece's characters, which a {kind}{cased} tokenizer does "
+            f"{task} needs each piece's characters, which a {kind}{cased} tokenizer does "
             "not give yet: use an uncased WordPiece vocabulary (Chinese ALBERT/BERT "
             "vocabularies, uncased English BERT ones)"
         )

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from albert_tf.models.backbone import BACKBONE_INPUTS
-from albert_tf.serving.id_checks import check_max_seq_length
+from albert_tf.serving.id_checks import at_most_chars, check_max_seq_length
 from albert_tf.tasks.tagging.data import check_tokenizer, pack_tagging, tag_scheme
 
 _TEXT = tf.TensorSpec([None], tf.string)
@@ -82,12 +82,8 @@ class TaggerServingModule(tf.Module):
         return module, metadata, {"labels.json": tag_names}
 
     def _pack(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
-        longest = tf.reduce_max(tf.strings.length(text, unit="UTF8_CHAR"))
-        check = tf.debugging.assert_less_equal(
-            tf.identity(longest, name="text_chars"),
-            MAX_TEXT_CHARS,
-            message=f"text length exceeds the serving limit of {MAX_TEXT_CHARS:,} characters "
-            "(x below is the value); send a long document as several texts",
+        check = at_most_chars(
+            text, MAX_TEXT_CHARS, "text", "; send a long document as several texts"
         )
         with tf.control_dependencies([check]):
             text = tf.identity(text)
