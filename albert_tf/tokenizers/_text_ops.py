@@ -45,6 +45,15 @@ def _is_bert_punctuation(cp: int, category: str) -> bool:
     return ascii_punct or category.startswith("P")
 
 
+def is_bert_punctuation(char: str) -> bool:
+    """Whether BERT's basic tokenizer splits ``char`` off as punctuation.
+
+    >>> [is_bert_punctuation(c) for c in ",a$、"]
+    [True, False, True, True]
+    """
+    return _is_bert_punctuation(ord(char), unicodedata.category(char))
+
+
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """``(first, last)`` code points of each run of True in ``mask``."""
     edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
@@ -224,3 +233,40 @@ def lower_utf8(texts: tf.Tensor) -> tf.Tensor:
     suffix = tf.where(position < row_length - 1, "\x00", "")
     joined = parts.with_flat_values(tf.strings.join([lowered, suffix]))
     return tf.strings.reduce_join(joined, axis=-1)
+
+
+def byte_owners(normalized: tf.RaggedTensor) -> tf.RaggedTensor:
+    """Which original character each byte of a normalised text came from.
+
+    Args:
+      normalized: tf.string ragged [batch, (chars)]: what each character of a
+        text became, on its own ("" when removed).
+
+    Returns:
+      int64 ragged [batch, (bytes + 1)]: for each byte of the row's normalised
+      characters joined, the index of the character it came from; then one more
+      entry, the row's character count (where an empty span at the end points).
+    """
+    byte_counts = tf.strings.length(normalized.flat_values, unit="BYTE")
+    positions = tf.ragged.range(normalized.row_lengths()).flat_values
+    row_bytes = tf.math.unsorted_segment_sum(
+        tf.cast(byte_counts, tf.int64), normalized.value_rowids(), normalized.nrows()
+    )
+    owners = tf.RaggedTensor.from_row_lengths(tf.repeat(positions, byte_counts), row_bytes)
+    ends = tf.RaggedTensor.from_tensor(tf.expand_dims(normalized.row_lengths(), 1))
+    return tf.concat([owners, ends], axis=1)
+
+
+def char_spans(
+    owners: tf.RaggedTensor, rows: tf.Tensor, begin: tf.Tensor, end: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Byte spans ``[begin, end)`` of the joined normalised texts (`byte_owners`),
+    one per piece of row ``rows``, as ``(start, end)`` int32 character spans of
+    the original texts, end exclusive. An empty byte span is an empty character
+    span where its byte lies."""
+    base = tf.gather(owners.row_starts(), tf.cast(rows, tf.int64))
+    begin, end = tf.cast(begin, tf.int64), tf.cast(end, tf.int64)
+    start = tf.gather(owners.flat_values, base + begin)
+    last = tf.gather(owners.flat_values, base + tf.maximum(end - 1, begin))
+    stop = tf.where(end > begin, last + 1, start)
+    return tf.cast(start, tf.int32), tf.cast(stop, tf.int32)

@@ -90,6 +90,12 @@ class Tokenizer(tf.Module, abc.ABC):
         """Ids that masking must never select and packing adds itself."""
         return (self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id)
 
+    @property
+    def has_offsets(self) -> bool:
+        """Whether ``tokenize_with_offsets`` gives each piece's characters (span
+        QA and tagging need them)."""
+        return False
+
     @abc.abstractmethod
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """tf.string [batch] → int32 ragged [batch, (pieces)]; in-graph.

@@ -28,10 +28,13 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
+import sys
 import tempfile
+import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -128,6 +131,82 @@ def normalize_text(
     return texts
 
 
+def normalize_chars(
+    texts: tf.Tensor,
+    *,
+    lower_case: bool = True,
+    remove_space: bool = True,
+    keep_accents: bool = False,
+    fold_punctuation: bool = False,
+) -> tf.RaggedTensor:
+    """`normalize_text` applied to each character of ``texts`` on its own.
+
+    tf.string [batch] → tf.string ragged [batch, (chars)]: what each character
+    becomes ("" when removed). Joined, they are `normalize_text` of the text;
+    kept apart, they say which character each byte came from. The steps that
+    look at neighbours are done by position: a whitespace run keeps its first
+    character as a space (none at the ends), and a pair of backticks or of apostrophes
+    becomes ``"`` on its second character. Per character, NFKD differs from NFKD
+    of the whole text only in the order of combining marks, all dropped.
+
+    Example:
+        >>> chars = normalize_chars(tf.constant([" Ça  ``va''"]))
+        >>> [c.decode() for c in chars.to_list()[0]]
+        ['', 'c', 'a', ' ', '', '', '"', 'v', 'a', '', '"']
+    """
+    texts = _text_ops.transcode_utf8(tf.convert_to_tensor(texts, tf.string))
+    chars, char_bytes = tf.strings.unicode_split_with_offsets(texts, "UTF-8")
+    flat, rows = chars.flat_values, chars.value_rowids()
+    position = tf.ragged.range(chars.row_lengths()).flat_values
+    if lower_case:
+        flat = _text_ops.lower_utf8(flat)
+    if remove_space:
+        space = tf.strings.regex_full_match(flat, f"[{_text_ops.python_whitespace_class()}]")
+        after_space = tf.concat([[False], space[:-1]], 0) & (position > 0)
+        first = tf.math.unsorted_segment_min(
+            tf.where(space, tf.constant(position.dtype.max, position.dtype), position),
+            rows,
+            chars.nrows(),
+        )
+        last = tf.math.unsorted_segment_max(
+            tf.where(space, tf.constant(-1, position.dtype), position), rows, chars.nrows()
+        )
+        kept = (
+            space
+            & ~after_space
+            & (position > tf.gather(first, rows))
+            & (position < tf.gather(last, rows))
+        )
+        flat = tf.where(space, tf.where(kept, " ", ""), flat)
+    # The pairs whole-text normalisation replaces: its leftmost non-overlapping matches.
+    parts, part_bytes, _ = tf_text.regex_split_with_offsets(texts, "``|''", "``|''")
+    text_base = tf.cumsum(tf.cast(tf.strings.length(texts), tf.int64), exclusive=True)
+    is_pair = (parts.flat_values == "``") | (parts.flat_values == "''")
+    pair_bytes = tf.boolean_mask(
+        part_bytes.flat_values + tf.gather(text_base, parts.value_rowids()), is_pair
+    )
+    pair = tf.searchsorted(char_bytes.flat_values + tf.gather(text_base, rows), pair_bytes)
+    # The quote is given to the pair's second character, as Hugging Face's fast tokenizer aligns it.
+    flat = tf.tensor_scatter_nd_update(flat, pair[:, None], tf.fill(tf.shape(pair), ""))
+    flat = tf.tensor_scatter_nd_update(flat, pair[:, None] + 1, tf.fill(tf.shape(pair), '"'))
+    if not keep_accents:
+        flat = tf_text.normalize_utf8(flat, "NFKD")
+        flat = tf.strings.regex_replace(flat, f"[{_text_ops.combining_class()}]", "")
+    if lower_case:
+        flat = _text_ops.lower_utf8(flat)
+    if fold_punctuation:
+        flat = fold_typography(flat)
+    return chars.with_flat_values(flat)
+
+
+@functools.cache
+def _control_characters() -> tuple[str, ...]:
+    """Control and format characters (categories Cc and Cf)."""
+    return tuple(
+        chr(cp) for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)) in ("Cc", "Cf")
+    )
+
+
 def _folded_characters() -> str:
     return "".join(chars for chars, _ in TYPOGRAPHIC_FOLDS)
 
@@ -217,6 +296,13 @@ class SentencePieceTokenizer(Tokenizer):
         self._control = np.array(
             [processor.IsControl(i) or processor.IsUnknown(i) for i in range(len(self._pieces))]
         )
+        # Control and format characters the model's normaliser deletes: SentencePiece
+        # counts them into the span of the piece before, a reader does not.
+        self._deleted = [
+            c
+            for c in _control_characters()
+            if processor.Normalize(f"a{c}a") == processor.Normalize("aa")
+        ]
         self._pad_id = processor.pad_id()
         self._unk_id = processor.unk_id()
         ids = {}
@@ -289,7 +375,37 @@ class SentencePieceTokenizer(Tokenizer):
         starts[list(self.special_ids)] = True
         return starts
 
+    def punctuation_mask(self) -> np.ndarray:
+        """bool [vocabulary_size]: pieces that are punctuation only (besides "▁"),
+        by BERT's definition of punctuation."""
+        marks = [p.removeprefix(WORD_START) for p in self._pieces]
+        return np.array(
+            [
+                bool(m) and not control
+                and all(_text_ops.is_bert_punctuation(c) for c in m)
+                for m, control in zip(marks, self._control, strict=True)
+            ]
+        )  # fmt: skip
+
     # -- in-graph ----------------------------------------------------------
+
+    def word_starts(self, ids: tf.RaggedTensor) -> tf.RaggedTensor:
+        """`Tokenizer.word_starts`, with punctuation split off: a punctuation piece
+        and the piece after it begin words, as BERT's basic tokenizer splits
+        punctuation, so that a tagger's "York" ends before the comma of "York,".
+        (Whole-word masking keeps `word_start_mask`, the reference's words.)
+
+        Example:
+            >>> tok.id_to_token(ids).to_list()  # doctest: +SKIP
+            [[b'\xe2\x96\x81new', b'\xe2\x96\x81york', b',', b'\xe2\x96\x81then']]
+            >>> tok.word_starts(ids).to_list()  # doctest: +SKIP
+            [[True, True, True, True]]
+        """
+        starts = super().word_starts(ids)
+        punctuation = tf.gather(tf.constant(self.punctuation_mask()), ids.flat_values)
+        position = tf.ragged.range(ids.row_lengths()).flat_values
+        after = tf.concat([[False], punctuation[:-1]], 0) & (position > 0)
+        return starts.with_flat_values(starts.flat_values | punctuation | after)
 
     def tokenize_to_pieces(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """tf.string [batch] → tf.string ragged [batch, (pieces)]; in-graph."""
@@ -314,45 +430,160 @@ class SentencePieceTokenizer(Tokenizer):
         """
         return tf.cast(self._sp.string_to_id(self.tokenize_to_pieces(texts)), tf.int32)
 
-    def _split_digit_comma(self, pieces: tf.RaggedTensor) -> tf.RaggedTensor:
+    @property
+    def has_offsets(self) -> bool:
+        return True
+
+    def tokenize_with_offsets(
+        self, texts: tf.Tensor
+    ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+        """`tokenize`, and where each piece came from: int32 ragged
+        ``(ids, starts, ends)`` [batch, (pieces)], ``starts``/``ends`` in Unicode
+        code points of the original text, end exclusive, through every
+        normalisation (lower-casing, whitespace runs, doubled quotes, accents,
+        typography folding, the model's own NFKC). A piece's span leaves out the
+        whitespace its "▁" stands for (so a word's first piece starts at its
+        first letter) and the control characters the model's normaliser deletes;
+        a bare "▁" piece is an empty span where the next piece starts. After the
+        digit-comma re-split, the comma is the piece's last character. In-graph.
+
+        Example:
+            >>> tok = SentencePieceTokenizer.from_file("spiece.model")  # doctest: +SKIP
+            >>> ids, starts, ends = tok.tokenize_with_offsets(tf.constant(["Hi  Café"]))
+            >>> starts.to_list(), ends.to_list()  # "▁hi", "▁caf", "e"  # doctest: +SKIP
+            ([[0, 4, 7]], [[2, 7, 8]])
+        """
+        normalized = normalize_chars(
+            texts,
+            lower_case=self.lower_case,
+            remove_space=self.remove_space,
+            keep_accents=self.keep_accents,
+            fold_punctuation=self.fold_punctuation,
+        )
+        joined = tf.strings.reduce_join(normalized, axis=1)
+        pieces, begin, end = self._sp.tokenize_with_offsets(joined)
+        begin, end = self._reader_spans(pieces, begin, end, joined)
+        if self.split_digit_comma:
+            pieces, begin, end = self._split_digit_comma(pieces, (begin, end, joined))
+            # The digits' pieces hold what the normaliser deleted, as any piece.
+            begin, end = self._reader_spans(pieces, begin, end, joined)
+        starts, ends = _text_ops.char_spans(
+            _text_ops.byte_owners(normalized),
+            pieces.value_rowids(),
+            begin.flat_values,
+            end.flat_values,
+        )
+        ids = tf.cast(self._sp.string_to_id(pieces), tf.int32)
+        return ids, ids.with_flat_values(starts), ids.with_flat_values(ends)
+
+    def _reader_spans(
+        self, pieces: tf.RaggedTensor, begin: tf.RaggedTensor, end: tf.RaggedTensor, joined
+    ) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+        """SentencePiece's byte spans of ``pieces`` in the texts ``joined``, as a
+        reader counts them: SentencePiece starts a "▁" piece's span at the
+        space(s) before it and ends a span after the characters its normaliser
+        deleted."""
+        surface = tf.strings.substr(
+            tf.gather(joined, pieces.value_rowids()),
+            begin.flat_values,
+            end.flat_values - begin.flat_values,
+        )
+        skipped = f"[{_text_ops.python_whitespace_class()}{self._deleted_class()}]"
+        head = tf.strings.length(surface) - tf.strings.length(
+            tf.strings.regex_replace(surface, f"^{skipped}+", "")
+        )
+        tail = tf.strings.length(surface) - tf.strings.length(
+            tf.strings.regex_replace(surface, f"{skipped}+$", "")
+        )
+        # A bare "▁" stands for whitespace only (a zero-width space included):
+        # empty, where the next piece starts.
+        bare = tf.equal(pieces.flat_values, WORD_START)
+        first = tf.where(bare, end.flat_values, begin.flat_values + tf.cast(head, tf.int64))
+        last = tf.where(
+            bare, end.flat_values, tf.maximum(end.flat_values - tf.cast(tail, tf.int64), first)
+        )
+        return begin.with_flat_values(first), end.with_flat_values(last)
+
+    def _deleted_class(self) -> str:
+        return "".join(f"\\x{{{ord(c):x}}}" for c in self._deleted)
+
+    def _split_digit_comma(
+        self,
+        pieces: tf.RaggedTensor,
+        spans: tuple[tf.RaggedTensor, tf.RaggedTensor, tf.Tensor] | None = None,
+    ):
         """Re-encodes every piece that ends in a digit followed by "," as
         SentencePiece(piece without "," and "▁") + [","], dropping the new
-        leading "▁" when the original piece did not start a word."""
+        leading "▁" when the original piece did not start a word.
+
+        With ``spans``, the pieces' byte spans ``(begin, end)`` (whitespace left
+        out) in the texts ``joined`` they came from, also returns the new pieces'
+        spans: the comma is the piece's last character; the digits' spans are
+        those SentencePiece gives when it encodes the piece's own text without
+        the comma (the same pieces, unless a normaliser changed that text; then
+        they are laid byte by byte from the piece's first byte)."""
         flat = pieces.flat_values
         matches = tf.strings.regex_full_match(flat, f"(?s).*[{_text_ops.digit_class()}],")
         where = tf.where(matches)[:, 0]
         matched = tf.gather(flat, where)
         heads = tf.strings.regex_replace(matched, f",$|{WORD_START}", "")
-        sub = self._sp.tokenize(heads)  # ragged [n_matched, (k)]
-
-        # Strip the word marker SentencePiece adds in front of the re-encoded
-        # text when the original piece continued a word.
-        orig_is_start = tf.strings.regex_full_match(matched, f"{WORD_START}(?s).*")
-        first_in_row = tf.ragged.range(sub.row_lengths()).flat_values == 0
-        continues = tf.logical_not(tf.gather(orig_is_start, sub.value_rowids()))
-        values = sub.flat_values
-        strip = (
-            first_in_row & continues & tf.strings.regex_full_match(values, f"{WORD_START}(?s).*")
-        )
-        stripped = tf.strings.regex_replace(values, f"^{WORD_START}", "")
-        values = tf.where(strip, stripped, values)
-        keep = tf.logical_not(strip & tf.equal(values, ""))
-        sub = tf.ragged.boolean_mask(sub.with_flat_values(values), sub.with_flat_values(keep))
-        comma = tf.fill(tf.stack([tf.shape(matched, out_type=tf.int64)[0], 1]), ",")
-        sub = tf.concat([sub, tf.RaggedTensor.from_tensor(comma)], axis=1)
+        starts_word = tf.strings.regex_full_match(matched, f"{WORD_START}(?s).*")
+        sub, sub_begin, sub_end = self._sp.tokenize_with_offsets(heads)  # [n_matched, (k)]
+        sub, keep = _continuing(sub, starts_word)
+        n_matched = tf.shape(matched, out_type=tf.int64)[0]
+        comma = tf.RaggedTensor.from_tensor(tf.fill(tf.stack([n_matched, 1]), ","))
 
         # Rows 0..n-1 are the original pieces, rows n.. the replacements;
         # pick the replacement row wherever a piece matched.
         n = tf.shape(flat, out_type=tf.int64)[0]
-        singles = tf.RaggedTensor.from_tensor(tf.expand_dims(flat, 1))
-        rows = tf.concat([singles, sub], axis=0)
         order = tf.tensor_scatter_nd_update(
-            tf.range(n),
-            tf.expand_dims(where, 1),
-            n + tf.range(tf.shape(where, out_type=tf.int64)[0]),
+            tf.range(n), tf.expand_dims(where, 1), n + tf.range(n_matched)
         )
-        replaced = tf.gather(rows, order)
-        return pieces.with_flat_values(replaced).merge_dims(1, 2)
+
+        def replace(originals: tf.Tensor, replacements: tf.RaggedTensor) -> tf.RaggedTensor:
+            singles = tf.RaggedTensor.from_tensor(tf.expand_dims(originals, 1))
+            rows = tf.gather(tf.concat([singles, replacements], axis=0), order)
+            return pieces.with_flat_values(rows).merge_dims(1, 2)
+
+        replaced = replace(flat, tf.concat([sub, comma], axis=1))
+        if spans is None:
+            return replaced
+        begin, end, joined = spans
+        first, last = tf.gather(begin.flat_values, where), tf.gather(end.flat_values, where)
+        surface = tf.strings.substr(
+            tf.gather(joined, tf.gather(pieces.value_rowids(), where)), first, last - first
+        )
+        surface = tf.strings.regex_replace(surface, "(?s).$", "")  # its comma
+        again, again_begin, again_end = self._sp.tokenize_with_offsets(surface)
+        again, again_keep = _continuing(again, starts_word)
+        same = (again.row_lengths() == sub.row_lengths()) & tf.reduce_all(
+            again.to_tensor("\x00") == sub.to_tensor("\x00"), axis=1
+        )
+        from_surface = tf.gather(same, sub.value_rowids())
+
+        def relative(by_surface: tf.RaggedTensor, by_piece: tf.RaggedTensor) -> tf.Tensor:
+            # Rows with the same pieces have the same structure: swap their values in.
+            values = tf.ragged.boolean_mask(by_piece, keep).flat_values
+            swapped = tf.boolean_mask(
+                tf.ragged.boolean_mask(by_surface, again_keep).flat_values,
+                tf.gather(same, again.value_rowids()),
+            )
+            return tf.tensor_scatter_nd_update(values, tf.where(from_surface), swapped)
+
+        rows = sub.value_rowids()
+        lo, hi = tf.gather(first, rows), tf.gather(last - 1, rows)
+        digits_begin = tf.clip_by_value(relative(again_begin, sub_begin) + lo, lo, hi)
+        digits_end = tf.clip_by_value(relative(again_end, sub_end) + lo, lo, hi)
+
+        def with_comma(digits: tf.Tensor, comma_span: tf.Tensor) -> tf.RaggedTensor:
+            digits = sub.with_flat_values(digits)
+            return tf.concat([digits, tf.RaggedTensor.from_tensor(comma_span[:, None])], axis=1)
+
+        return (
+            replaced,
+            replace(begin.flat_values, with_comma(digits_begin, last - 1)),
+            replace(end.flat_values, with_comma(digits_end, last)),
+        )
 
     def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
         """int ids [batch, (pieces)] → tf.string [batch]; padding is dropped
@@ -363,6 +594,21 @@ class SentencePieceTokenizer(Tokenizer):
 
     def id_to_token(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
         return self._sp.id_to_string(tf.cast(ids, tf.int32))
+
+
+def _continuing(
+    sub: tf.RaggedTensor, starts_word: tf.Tensor
+) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+    """Re-encoded pieces [n, (k)] without the word marker SentencePiece puts in
+    front when the piece they replace (row n) did not start a word (``starts_word``);
+    and the mask of the pieces kept (a bare marker so stripped is dropped)."""
+    first_in_row = tf.ragged.range(sub.row_lengths()).flat_values == 0
+    continues = tf.logical_not(tf.gather(starts_word, sub.value_rowids()))
+    values = sub.flat_values
+    strip = first_in_row & continues & tf.strings.regex_full_match(values, f"{WORD_START}(?s).*")
+    values = tf.where(strip, tf.strings.regex_replace(values, f"^{WORD_START}", ""), values)
+    keep = sub.with_flat_values(tf.logical_not(strip & tf.equal(values, "")))
+    return tf.ragged.boolean_mask(sub.with_flat_values(values), keep), keep
 
 
 class _SentencepieceResource(tf.saved_model.experimental.TrackableResource):

@@ -308,6 +308,10 @@ class WordPieceTokenizer(Tokenizer):
         pieces = self._wordpiece.tokenize(self.tokenize_to_words(texts))
         return tf.cast(pieces.merge_dims(1, 2), tf.int32)
 
+    @property
+    def has_offsets(self) -> bool:
+        return self.lower_case  # cased offsets: see tokenize_with_offsets
+
     def tokenize_with_offsets(
         self, texts: tf.Tensor
     ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
@@ -344,13 +348,7 @@ class WordPieceTokenizer(Tokenizer):
             tokenize_chinese_chars=self.tokenize_chinese_chars,
             nfkc=self.nfkc,
         )
-        # Which original character each byte of the joined normalised text came from.
-        byte_counts = tf.strings.length(normalized.flat_values, unit="BYTE")
-        owner = tf.repeat(tf.ragged.range(chars.row_lengths()).flat_values, byte_counts)
-        row_bytes = tf.math.unsorted_segment_sum(
-            tf.cast(byte_counts, tf.int64), chars.value_rowids(), chars.nrows()
-        )
-        owner_start = tf.cumsum(row_bytes, exclusive=True)  # each row's first byte in `owner`
+        owners = _text_ops.byte_owners(normalized)
         joined = tf.strings.reduce_join(normalized, axis=1)
 
         words, word_begin, word_end = tf_text.regex_split_with_offsets(
@@ -368,20 +366,17 @@ class WordPieceTokenizer(Tokenizer):
             long_piece, tf.zeros_like(piece_begin.flat_values), piece_begin.flat_values
         )
         end = tf.where(long_piece, piece_word_bytes, piece_end.flat_values)
-        # Bytes of the joined text, then of the batch's owner array.
+        # Bytes of the word, then of the joined text.
         word_of_piece = ids.values.value_rowids()
-        row_of_piece = tf.gather(words.value_rowids(), word_of_piece)
-        base = tf.gather(word_begin.flat_values, word_of_piece) + tf.gather(
-            owner_start, row_of_piece
+        word_begin = tf.gather(word_begin.flat_values, word_of_piece)
+        starts, ends = _text_ops.char_spans(
+            owners,
+            tf.gather(words.value_rowids(), word_of_piece),
+            word_begin + begin,
+            word_begin + end,
         )
-        starts = tf.gather(owner, base + begin)
-        ends = tf.gather(owner, base + end - 1) + 1
         ids = tf.cast(ids.merge_dims(1, 2), tf.int32)
-        return (
-            ids,
-            ids.with_flat_values(tf.cast(starts, tf.int32)),
-            ids.with_flat_values(tf.cast(ends, tf.int32)),
-        )
+        return ids, ids.with_flat_values(starts), ids.with_flat_values(ends)
 
     def detokenize(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
         """int ids [batch, (pieces)] → tf.string [batch]; padding dropped,

@@ -26,6 +26,7 @@ def test_savedmodel_serves_same_ids_in_fresh_process(kind, sp_dir, wp_dir, tmp_p
     shutil.copytree(sp_dir if kind == "sentencepiece" else wp_dir, source)
     tokenizer = load_tokenizer(source)
     expected = tokenizer.tokenize(tf.constant(TEXTS)).to_list()
+    offsets = [t.to_list() for t in tokenizer.tokenize_with_offsets(tf.constant(TEXTS))]
     export_dir = tmp_path / "saved"
     tf.saved_model.save(TokenizeExport(tokenizer), str(export_dir))
     shutil.rmtree(source)
@@ -44,10 +45,22 @@ def test_savedmodel_serves_same_ids_in_fresh_process(kind, sp_dir, wp_dir, tmp_p
     assert served == expected
     assert any(len(row) > 3 for row in served)
 
+    result = subprocess.run(
+        [sys.executable, "-c", SERVE_TOKENIZE, str(export_dir), json.dumps(TEXTS), "offsets"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(export_dir).parent,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == offsets
+    assert offsets[0] == expected
+
 
 def test_savedmodel_graph_has_no_py_function(sp_tokenizer, wp_tokenizer):
     for tokenizer in (sp_tokenizer, wp_tokenizer):
         export = TokenizeExport(tokenizer)
-        graph = export.tokenize.get_concrete_function().graph
-        ops = {op.type for op in graph.get_operations()}
-        assert not ops & {"EagerPyFunc", "PyFunc", "PyFuncStateless"}
+        for function in (export.tokenize, export.tokenize_with_offsets):
+            graph = function.get_concrete_function().graph
+            ops = {op.type for op in graph.get_operations()}
+            assert not ops & {"EagerPyFunc", "PyFunc", "PyFuncStateless"}

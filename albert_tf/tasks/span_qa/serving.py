@@ -52,7 +52,7 @@ class SpanQAServingModule(tf.Module):
 
     Args:
         model: an `AlbertSpanQA`.
-        tokenizer: its tokenizer (with ``tokenize_with_offsets``: WordPiece).
+        tokenizer: its tokenizer (with ``tokenize_with_offsets``).
         windowing: `Windowing` (``max_seq_length``, ``max_query_length``, ``doc_stride``).
         max_answer_length: longest answer, in pieces.
         no_answer_threshold: None: always answer when the context has a span.

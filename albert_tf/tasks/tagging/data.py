@@ -397,7 +397,7 @@ def pack_tagging(texts: tf.Tensor, tokenizer, max_seq_length: int) -> dict[str, 
 
     Args:
         texts: tf.string [B].
-        tokenizer: a tokenizer with ``tokenize_with_offsets`` (WordPiece).
+        tokenizer: a tokenizer with ``tokenize_with_offsets`` (`check_tokenizer`).
         max_seq_length: longest packed window, [CLS] and [SEP] included (≥ 3).
 
     Returns:
@@ -450,16 +450,14 @@ def pack_tagging(texts: tf.Tensor, tokenizer, max_seq_length: int) -> dict[str, 
 
 def check_tokenizer(tokenizer, task: str = "tagging") -> None:
     """Refuses a tokenizer that cannot give character offsets (a ValueError that names
-    ``task`` and says which can): SentencePiece, and cased WordPiece."""
-    if not hasattr(tokenizer, "tokenize_with_offsets") or not getattr(
-        tokenizer, "lower_case", True
-    ):
+    ``task`` and says which can): a cased WordPiece vocabulary."""
+    if not getattr(tokenizer, "has_offsets", False):
         kind = getattr(tokenizer, "kind", type(tokenizer).__name__)
         cased = " (cased)" if hasattr(tokenizer, "tokenize_with_offsets") else ""
         raise ValueError(
             f"{task} needs each piece's characters, which a {kind}{cased} tokenizer does "
-            "not give yet: use an uncased WordPiece vocabulary (Chinese ALBERT/BERT "
-            "vocabularies, uncased English BERT ones)"
+            "not give: use a SentencePiece model or an uncased WordPiece vocabulary "
+            "(Chinese ALBERT/BERT vocabularies, uncased English BERT ones)"
         )
 
 

@@ -40,7 +40,7 @@ class TaggerServingModule(tf.Module):
 
     Args:
         model: an `AlbertTokenClassifier`.
-        tokenizer: its tokenizer (with ``tokenize_with_offsets``: WordPiece).
+        tokenizer: its tokenizer (with ``tokenize_with_offsets``).
         max_seq_length: longest packed window, [CLS] and [SEP] included.
         tag_names: the model's tags: ``O`` and BIO or BIOES tags, in any order.
 

@@ -23,7 +23,7 @@ from albert_tf.serving import export_saved_model
 from albert_tf.tasks.span_qa.data import Answer, QAExample
 from albert_tf.tasks.span_qa.model import AlbertSpanQA
 from albert_tf.tasks.span_qa.trainer import SpanQATrainer
-from albert_tf.tokenizers import load_tokenizer
+from albert_tf.tokenizers import WordPieceTokenizer, load_tokenizer
 
 PEOPLE = ["王明", "李华", "张国平", "刘伟", "陈芳"]
 PLACES = ["北京", "上海", "广州", "南京", "成都"]
@@ -278,9 +278,10 @@ def test_finetune_command_answers_from_files(tokenizer, mc_models, tmp_path):
 
 
 def test_refused_input_is_named(tokenizer, mc_models, tmp_path):
-    english = load_tokenizer(mc_models["en"]["model"] / "tokenizer")  # SentencePiece
+    vocab = mc_models["zh"]["model"] / "tokenizer" / "vocab.txt"
+    cased = WordPieceTokenizer(vocab, lower_case=False)
     with pytest.raises(ValueError, match="span QA needs each piece's characters"):
-        _trainer(_model(english), english, tmp_path)
+        _trainer(_model(cased), cased, tmp_path)
     trainer = _trainer(_model(tokenizer), tokenizer, tmp_path)
     unlabelled = [QAExample("u", "谁？", "王明住在北京。", (), labelled=False)]
     with pytest.raises(ValueError, match="evaluate\\(\\) needs answered questions"):

@@ -247,6 +247,29 @@ def test_labels_point_at_the_answers_pieces(tokenizer):
         )
 
 
+def test_sentencepiece_labels_point_at_the_answers_pieces(mc_models):
+    # English ALBERT's SentencePiece: the labelled pieces' spans are the answer's
+    # characters exactly, not the space before its first word.
+    english = load_tokenizer(mc_models["en"]["model"] / "tokenizer")
+    context = "We enrolled  120 Adults with type 2 diabetes, aged 40–65, in Zürich’s clinics."
+    answers = ["120 Adults with type 2 diabetes", "aged 40–65", "Zürich"]
+    items = [
+        QAExample(str(i), "Who took part?", context,
+                  (Answer(context.index(a), context.index(a) + len(a), a),))
+        for i, a in enumerate(answers)
+    ]  # fmt: skip
+    windowing = Windowing(32, max_query_length=8, doc_stride=8)
+    for item, encoded in zip(items, encode_span_qa(items, english, windowing), strict=True):
+        holding = [w for w in encoded["windows"] if w["labels"][1] > 0]
+        assert holding, item.answers
+        for window in holding:
+            first, last = window["labels"]
+            pieces = window["window_start"] + np.arange(first, last + 1) - window["context_offset"]
+            start = encoded["piece_starts"][pieces[0]]
+            end = encoded["piece_ends"][pieces[-1]]
+            assert context[start:end] == item.answers[0].text
+
+
 def test_windowing_refuses_settings_that_leave_no_context():
     with pytest.raises(ValueError, match="leaves no context piece"):
         Windowing(20, max_query_length=17)

@@ -23,13 +23,14 @@ from albert_tf.tasks.tagging.data import (
     IGNORED,
     Entity,
     TaggingExample,
+    decode_entities,
     encode_tagging,
     pack_tagging,
     tag_names,
 )
 from albert_tf.tasks.tagging.model import AlbertTokenClassifier
 from albert_tf.tasks.tagging.trainer import TaggingTrainer
-from albert_tf.tokenizers import load_tokenizer
+from albert_tf.tokenizers import WordPieceTokenizer, load_tokenizer
 from albert_tf.training.finetuning.metrics import entity_scores
 
 PEOPLE = ["王明", "李华", "张国平", "刘伟", "陈芳", "Albert", "Smith"]
@@ -117,6 +118,29 @@ def test_pieces_get_the_tags_of_their_words(tokenizer):
     assert tags[0] == tags[-1] == "-"  # [CLS], [SEP]
     assert encoded["entities"] == {(2, 7, "PER"), (8, 10, "LOC")}
     assert encoded["lost"] == 0
+
+
+def test_sentencepiece_words_get_their_entities_tags(mc_models):
+    # English ALBERT's SentencePiece: "▁" pieces start words, punctuation is split
+    # off (BERT's words); a piece's span leaves out the space before it. So
+    # entities at word boundaries are never lost, and gold tags decode to gold spans.
+    english = load_tokenizer(mc_models["en"]["model"] / "tokenizer")
+    text = "Yesterday  JOHN Smith-Jones flew to New York, then to Zürich’s airport."
+    names = {"JOHN Smith-Jones": "PER", "New York": "LOC", "Zürich": "LOC"}
+    entities = tuple(
+        Entity(text.index(name), text.index(name) + len(name), label)
+        for name, label in names.items()
+    )
+    (encoded,) = encode_tagging([TaggingExample("x", text, entities, "en")], english, 64, TAGS)
+    assert encoded["lost"] == 0
+    spans = zip(encoded["word_start_chars"], encoded["word_end_chars"], strict=True)
+    words = " ".join(text[a:b] for a, b in spans)
+    assert words == "Yesterday JOHN Smith - Jones flew to New York , then to Zürich ’ s airport ."
+    (window,) = encoded["windows"]
+    word_tags = [TAGS[t] for t in window["tags"] if t != IGNORED]
+    assert word_tags[1:5] == ["B-PER", "I-PER", "I-PER", "I-PER"]
+    found = decode_entities(word_tags, encoded["word_start_chars"], encoded["word_end_chars"])
+    assert {(e.start, e.end, e.label) for e in found} == encoded["entities"]
 
 
 def test_long_texts_are_cut_into_windows_that_keep_every_piece(tokenizer):
@@ -349,9 +373,10 @@ def test_graph_decoding_equals_conlleval_chunks_on_any_tags(tokenizer, tags):
 
 
 def test_refused_input_is_named(tokenizer, mc_models, tmp_path):
-    english = load_tokenizer(mc_models["en"]["model"] / "tokenizer")  # SentencePiece
+    vocab = mc_models["zh"]["model"] / "tokenizer" / "vocab.txt"
+    cased = WordPieceTokenizer(vocab, lower_case=False)
     with pytest.raises(ValueError, match="tagging needs each piece's characters"):
-        _trainer(_model(english), english, tmp_path)
+        _trainer(_model(cased), cased, tmp_path)
     trainer = _trainer(_model(tokenizer), tokenizer, tmp_path)
     unlabelled = [TaggingExample("u", "王明在北京", (), "zh", labelled=False)]
     with pytest.raises(ValueError, match="evaluate\\(\\) needs annotated texts"):
