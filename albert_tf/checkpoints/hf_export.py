@@ -103,8 +103,18 @@ def hf_state_dict(
     """Hugging Face names → arrays for the class of ``task`` (None: pretraining)."""
     check_expressible(config)
     heads = _heads(task)
+    table = weight_table(config)
+    mapped = {row.ours for row in table}
+    unmapped = sorted(n for n in arrays if heads and n.startswith(heads) and n not in mapped)
+    if unmapped:
+        # A tagger head's BiLSTM (finetune --tagger_lstm_units), say.
+        raise CheckpointError(
+            f"Hugging Face's {architecture(task)} has no place for {len(unmapped)} weights of "
+            f"this head ({', '.join(unmapped[:3])}, ...): keep the model in albert_tf's "
+            "format or its SavedModel, or train a head without them"
+        )
     out: dict[str, np.ndarray] = {}
-    for row in weight_table(config):
+    for row in table:
         if row.ours.startswith("backbone/"):
             name = f"albert.{row.hf}"
         elif row.ours.startswith(heads):

@@ -91,6 +91,14 @@ flags.DEFINE_integer(
     "n_best_size", 20, "span_qa: candidate spans kept per window and question.", lower_bound=1
 )
 flags.DEFINE_integer(
+    "tagger_lstm_units",
+    0,
+    "tagging: a bidirectional LSTM of this many units each way between the encoder and "
+    "the tag layer of a fresh head (0: none, Hugging Face's head; a head with one does "
+    "not convert to Hugging Face). A tagger being continued keeps its own.",
+    lower_bound=0,
+)
+flags.DEFINE_integer(
     "batch_size", 16, "Items per optimizer step (all replicas, all accumulation steps)."
 )
 flags.DEFINE_integer(
@@ -184,6 +192,7 @@ def main() -> None:
         doc_stride=FLAGS.doc_stride,
         max_answer_length=FLAGS.max_answer_length,
         n_best_size=FLAGS.n_best_size,
+        tagger_lstm_units=FLAGS.tagger_lstm_units,
     )
     tokenizer_dir = FLAGS.tokenizer_dir or os.path.join(FLAGS.checkpoint or "", "tokenizer")
     tokenizer = load_tokenizer(tokenizer_dir)

@@ -42,6 +42,8 @@ class FineTuningSettings:
     doc_stride: int = 128
     max_answer_length: int = 30
     n_best_size: int = 20
+    #: Tagging: units of each direction of a BiLSTM before the tag layer (0: none).
+    tagger_lstm_units: int = 0
 
 
 @dataclasses.dataclass
@@ -54,6 +56,8 @@ class TaskData:
     skipped: collections.Counter
     #: A labelled task's class names, by index.
     label_names: list[str] | None = None
+    #: Constructor arguments of a fresh head that the run's settings chose.
+    head_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class FineTuningTask:

@@ -50,7 +50,8 @@ class TaggingTask(FineTuningTask):
                     )
                 report(name, items, part_skipped, names)
                 parts[name] = items
-        return TaskData(train, parts["dev"], parts["test"], skipped, names)
+        head = {"lstm_units": settings.tagger_lstm_units}
+        return TaskData(train, parts["dev"], parts["test"], skipped, names, head_options=head)
 
     def describe(self, name: str, items: list, skipped, label_names=None) -> list[str]:
         counts = collections.Counter(e.label for item in items for e in item.entities)
@@ -60,7 +61,7 @@ class TaggingTask(FineTuningTask):
         return lines
 
     def head_arguments(self, data: TaskData) -> dict[str, Any]:
-        return {"num_tags": len(data.label_names or [])}
+        return {"num_tags": len(data.label_names or [])} | data.head_options
 
     def load_model(self, directory: str | os.PathLike[str], dtype, data: TaskData | None = None):
         fresh = self.head_arguments(data) if data is not None else None

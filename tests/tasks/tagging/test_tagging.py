@@ -392,3 +392,57 @@ def test_tagger_trains_with_xla(tokenizer, tmp_path):
     result = trainer.fit(_sentences(16, 6), _sentences(8, 7))
     assert result["steps"] == 2 and np.isfinite(result["history"][-1]["train_loss"])
     assert 0.0 <= result["history"][-1]["dev_f1"] <= 1.0
+
+
+def test_bilstm_head_reads_each_text_alone_reloads_and_serves_alike(tokenizer, tmp_path):
+    # --tagger_lstm_units: a BiLSTM between the encoder and the tag layer.
+    keras.utils.set_random_seed(0)
+    config = tiny_config(vocab_size=tokenizer.vocabulary_size, **LEARNS)
+    model = AlbertTokenClassifier.from_albert_config(config, num_tags=7, lstm_units=8)
+    trainer = _trainer(model, tokenizer, tmp_path, num_train_steps=60, eval_every=60)
+    result = trainer.fit(_sentences(200, 0), _sentences(40, 1))
+    # Padding never reaches a text's pieces: alone or beside a longer text, equal logits.
+    short, long = _sentences(2, 5)[0].text, "。".join(x.text for x in _sentences(3, 6))
+    alone = pack_tagging(tf.constant([short]), tokenizer, MAX_SEQ_LENGTH)
+    beside = pack_tagging(tf.constant([short, long]), tokenizer, MAX_SEQ_LENGTH)
+    n = int(alone["padding_mask"].numpy().sum())
+    assert beside["padding_mask"].shape[1] > n
+    inputs = ("token_ids", "segment_ids", "padding_mask")
+    logits_alone = trainer.model({k: alone[k] for k in inputs})[0, :n]
+    logits_beside = trainer.model({k: beside[k] for k in inputs})[0, :n]
+    np.testing.assert_allclose(logits_alone, logits_beside, atol=1e-5)
+
+    from albert_tf.checkpoints.hf_export import export_hf
+    from albert_tf.checkpoints.saved_format import CheckpointError, load_task_model
+
+    reloaded = load_task_model(result["best_dir"], "tagging")
+    assert reloaded.lstm_units == 8 and reloaded.num_tags == 7
+    with pytest.raises(CheckpointError, match="lstm_units=8, not lstm_units=0"):
+        load_task_model(result["best_dir"], "tagging", head_arguments={"lstm_units": 0})
+    with pytest.raises(Exception, match="tagger_head/lstm"):
+        export_hf(str(result["best_dir"]), str(tmp_path / "hf"))
+
+    items = _sentences(6, 3)
+    path = export_saved_model(result["best_dir"], tmp_path / "exported" / "ner", version=1)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"path": path, "text": [x.text for x in items]}))
+    run = subprocess.run(
+        [sys.executable, "-c", _SERVE, str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["albert_tf_imported"] is False and report["unregistered"] == []
+    trainer.model.set_weights(reloaded.get_weights())
+    want = trainer.predict(items)
+    got = report["answer"]
+    assert sum(len(e) for e in want) > 0
+    for row, entities in enumerate(want):
+        spans = [(e.start, e.end, e.label) for e, _ in entities]
+        n = len(spans)
+        assert spans == list(
+            zip(got["starts"][row][:n], got["ends"][row][:n], got["labels"][row][:n], strict=True)
+        )
