@@ -168,7 +168,18 @@ def show_model_card(name: str, meta: dict, card: dict) -> None:
             st.sidebar.caption("; ".join(details) + ".")
     show_one_sentence_figures(card)
     pre, fine = card.get("pretraining", {}), card.get("finetuning", {})
-    if pre:
+    if pre.get("encoder"):  # fine-tuned from a shipped pretrained encoder
+        model = pre.get("model", {})
+        mlm = _number(pre.get("mlm_accuracy"))
+        st.sidebar.markdown(
+            f"**Trained on:** {fine.get('items', 0):,} questions "
+            f"({fine.get('seconds', 0) / 60:.0f} min on 2 CPU cores), starting from the "
+            f"pretrained encoder `{pre['encoder']}` ({pre.get('steps') or 0:,} pretraining "
+            "steps" + (f", held-out MLM accuracy {mlm:.1%}" if mlm is not None else "") + "). "
+            f"E={model.get('embedding_size')}, H={model.get('hidden_size')}, "
+            f"L={model.get('num_hidden_layers')}, sharing: {model.get('share')}."
+        )
+    elif pre:
         model = pre.get("model", {})
         st.sidebar.markdown(
             f"**Trained on:** {', '.join(pre.get('corpora', []))}: {pre.get('documents', 0):,} "

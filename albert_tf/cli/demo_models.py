@@ -4,8 +4,11 @@ For each language (``--languages=zh,en``), from the shared corpora only:
 
 1. split the documents by a stable hash: 10% test, 30% fine-tuning, 60% pretraining
    (`albert_tf.data.next_sentence.document_split`);
-2. pretrain a small ALBERT on the pretraining documents
-   (``configs/demo_<lang>_pretrain.flags``, through ``albert_tf.pretrain``);
+2. start from the language's shipped pretrained encoder (``--zh_encoder``,
+   ``--en_encoder``: ``models/pretrained/``, pretrained on this split's pretraining
+   documents, never on its dev or test documents), or, with the flag empty, pretrain
+   a small ALBERT on the pretraining documents (``configs/demo_<lang>_pretrain.flags``,
+   through ``albert_tf.pretrain``);
 3. fine-tune it for "which option continues the context?" on items built from the
    fine-tuning and pretraining documents (dev items from fine-tuning documents
    that no training item comes from) (``configs/demo_<lang>_finetune.flags``, through
@@ -71,6 +74,13 @@ ONE_SENTENCE = "test_one_sentence"
 #: length and the one-sentence test items (and, for pretraining, folding tokenizers).
 ITEMS_VERSION = 2
 
+#: The shipped encoders (models/README.md), pretrained on the pretraining documents of
+#: these corpora's splits (Chinese: with --pretrain_on_finetune_text's extra text).
+ENCODERS = {
+    "zh": "models/pretrained/albert_tiny_zh_peoples_daily",
+    "en": "models/pretrained/albert_tiny_en_books_pubmed",
+}
+
 FLAGS = flags.FLAGS
 flags.DEFINE_list("languages", ["zh", "en"], "Which demo models to build.")
 flags.DEFINE_list(
@@ -85,6 +95,14 @@ flags.DEFINE_string("export_base", "models/exported", "Where albert_demo_<lang>/
 flags.DEFINE_string("configs_dir", "configs", "Where demo_<lang>_{pretrain,finetune}.flags are.")
 flags.DEFINE_string("zh_corpora", None, "Override the Chinese corpora (files, globs, folders).")
 flags.DEFINE_string("en_corpora", None, "Override the English corpora (files, globs, folders).")
+for _lang, _name in (("zh", "Chinese"), ("en", "English")):
+    flags.DEFINE_string(
+        f"{_lang}_encoder",
+        ENCODERS[_lang],
+        f"Pretrained model directory the {_name} demo fine-tunes from (the shipped one by "
+        "default: it never saw the default corpora's dev and test documents); empty: "
+        f"pretrain one first (the pretrain stage, configs/demo_{_lang}_pretrain.flags).",
+    )
 flags.DEFINE_integer("version", 1, "SavedModel version to write.")
 flags.DEFINE_string(
     "previous_model",
@@ -233,7 +251,16 @@ def build(lang: str, corpora: list[str]) -> None:
             times = json.load(f)
     data, pre, fine = (os.path.join(work, d) for d in ("data", "pretrain", "finetune"))
     configs = FLAGS.configs_dir
-    stages = FLAGS.stages
+    encoder = FLAGS[f"{lang}_encoder"].value
+    if encoder and {"pretrain", "finetune"} & set(FLAGS.stages):
+        if not os.path.isfile(os.path.join(encoder, "config.json")):
+            raise UserError(
+                f"--{lang}_encoder={encoder} is not a model directory (no config.json); "
+                f"give one, or --{lang}_encoder= (empty) to pretrain one"
+            )
+        print(f"[{lang}] fine-tuning from {encoder}: no pretraining stage")
+    # With an encoder, there is nothing to pretrain.
+    stages = [s for s in FLAGS.stages if not (encoder and s == "pretrain")]
 
     prepared_path = os.path.join(data, "prepare.json")
     if os.path.exists(prepared_path):
@@ -273,11 +300,13 @@ def build(lang: str, corpora: list[str]) -> None:
             os.path.join(work, "pretrain.log"),
         )
     if "finetune" in stages and not os.path.exists(os.path.join(fine, "summary.json")):
+        # The card says where fine-tuning started (model_card reads it).
+        write_json_atomic(os.path.join(work, "start.json"), {"encoder": encoder or None})
         times["finetune"] = _run(
             [
                 "albert_tf.finetune",
                 f"--flagfile={configs}/demo_{lang}_finetune.flags",
-                f"--checkpoint={pre}/final",
+                f"--checkpoint={encoder or pre + '/final'}",
                 f"--train_files={data}/train.jsonl",
                 f"--dev_files={data}/dev.jsonl",
                 f"--test_files={data}/test.jsonl",
@@ -489,9 +518,9 @@ def model_card(lang: str, work: str) -> dict:
 
     prepared, times = read("data/prepare.json"), read("times.json")
     evaluation = read("evaluation.json")
-    pretrain_run = read("pretrain/pretraining_run.json")
-    pretrain_results = read("pretrain/eval_results.json")  # its step: the steps trained
     finetune = read("finetune/summary.json")
+    # Work dirs of before --<lang>_encoder lack start.json: they pretrained.
+    encoder = read("start.json")["encoder"] if os.path.exists(f"{work}/start.json") else None
     held = evaluation["held_out"]
     # Work dirs of before the one-sentence test items lack this report.
     short = evaluation.get("held_out_one_sentence")
@@ -501,16 +530,15 @@ def model_card(lang: str, work: str) -> dict:
     extra_text = prepared.get(
         "pretrain_on_finetune_text", documents > prepared["documents"]["pretrain"]
     )
-    return {
-        "name": f"albert_demo_{lang}",
-        "language": lang,
-        "task": "Which option continues the context? (multiple choice, any number of options)",
-        "good_at": good_at(lang, held, short),
-        "not_good_at": (
-            "Reasoning, world knowledge, reading comprehension questions, and text unlike "
-            "its training corpora; it is a small model trained on two CPU cores."
-        ),
-        "pretraining": {
+    if encoder:
+        pretraining = _encoder_record(encoder)
+        rebuild = f"python -m albert_tf.demo_models --languages={lang}"
+        if encoder != ENCODERS[lang]:
+            rebuild += f" --{lang}_encoder={encoder}"
+    else:
+        pretrain_run = read("pretrain/pretraining_run.json")
+        pretrain_results = read("pretrain/eval_results.json")  # its step: the steps trained
+        pretraining = {
             "corpora": prepared["corpora"],
             "documents": documents,
             "sentences": prepared["pretraining_sentences"],
@@ -529,7 +557,22 @@ def model_card(lang: str, work: str) -> dict:
                 if k in pretrain_run["albert_config"]
             },
             "seconds": round(times.get("pretrain", 0.0)),
-        },
+        }
+        rebuild = (
+            f"python -m albert_tf.demo_models --languages={lang}"
+            + (" --pretrain_on_finetune_text" if extra_text else "")
+            + f" --{lang}_encoder="
+        )
+    return {
+        "name": f"albert_demo_{lang}",
+        "language": lang,
+        "task": "Which option continues the context? (multiple choice, any number of options)",
+        "good_at": good_at(lang, held, short),
+        "not_good_at": (
+            "Reasoning, world knowledge, reading comprehension questions, and text unlike "
+            "its training corpora; it is a small model trained on two CPU cores."
+        ),
+        "pretraining": pretraining,
         "finetuning": {
             "items": prepared["items"]["train"],
             # Items come from the fine-tuning and the pretraining documents (dev
@@ -541,8 +584,27 @@ def model_card(lang: str, work: str) -> dict:
         "held_out": evaluation["held_out"],
         **({"held_out_one_sentence": short} if short else {}),
         "shared_sets": evaluation["shared_sets"],
-        "rebuild": f"python -m albert_tf.demo_models --languages={lang}"
-        + (" --pretrain_on_finetune_text" if extra_text else ""),
+        "rebuild": rebuild,
+    }
+
+
+def _encoder_record(encoder: str) -> dict:
+    """The card's pretraining entry for a shipped encoder: its name, model, steps and
+    held-out MLM accuracy, from its ``card.json`` and ``config.json``."""
+    with open(os.path.join(encoder, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    card_path = os.path.join(encoder, "card.json")
+    card = {}
+    if os.path.exists(card_path):
+        with open(card_path, encoding="utf-8") as f:
+            card = json.load(f)
+    keys = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "share")
+    return {
+        "encoder": os.path.basename(os.path.normpath(encoder)),
+        "data": card.get("data", ""),
+        "steps": card.get("steps"),
+        "mlm_accuracy": card.get("held_out", {}).get("mlm_accuracy"),
+        "model": {k: config[k] for k in keys if k in config},
     }
 
 

@@ -161,6 +161,12 @@ def test_the_operator_sets_the_folder_on_the_command_line(monkeypatch):
     [
         {"held_out": {"accuracy": 0.4}, "shared_sets": {"x": {"accuracy": 0.3}}},
         {"held_out": {"accuracy": "n/a", "chance": None}, "shared_sets": [1]},
+        # A demo fine-tuned from a shipped encoder (demo_models --zh_encoder).
+        {
+            "held_out": {"accuracy": 0.4},
+            "pretraining": {"encoder": "albert_tiny_zh", "steps": 2800, "mlm_accuracy": 0.1391},
+            "finetuning": {"items": 1200, "seconds": 600},
+        },
     ],
 )
 def test_a_partial_model_card_is_shown_without_a_crash(card, mc_models, tmp_path, monkeypatch):
@@ -179,6 +185,12 @@ def test_a_partial_model_card_is_shown_without_a_crash(card, mc_models, tmp_path
         assert ("Held-out accuracy", "40.0%") in metrics
     else:
         assert not any(label == "Held-out accuracy" for label, _ in metrics)
+    if "pretraining" in card:
+        sidebar = " ".join(m.value for m in app.sidebar.markdown)
+        assert (
+            "1,200 questions (10 min on 2 CPU cores), starting from the pretrained encoder "
+            "`albert_tiny_zh` (2,800 pretraining steps, held-out MLM accuracy 13.9%)"
+        ) in sidebar
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from helpers.paths import REPO
 
+from albert_tf.cli.demo_models import ENCODERS
 from albert_tf.data import read_documents, sample_path
 from albert_tf.data.next_sentence import document_split
 from albert_tf.tasks.multiple_choice.data import read_multiple_choice
@@ -164,6 +165,18 @@ def test_a_work_dir_from_an_older_demo_models_is_refused_before_training(tmp_pat
     assert not (tmp_path / "zh" / "finetune").exists()
 
 
+def test_a_missing_encoder_is_named_before_any_work(tmp_path):
+    result = _demo_models(
+        "--languages=zh",
+        "--stages=prepare,finetune",
+        "--zh_encoder=/nowhere",
+        f"--work_dir={tmp_path}",
+    )
+    assert result.returncode == 2
+    assert "--zh_encoder=/nowhere is not a model directory" in result.stderr
+    assert not (tmp_path / "zh" / "data").exists()
+
+
 def test_unknown_stage_and_language_are_user_errors(tmp_path):
     for flag in ("--stages=prepare,train", "--languages=fr"):
         result = _demo_models(flag, f"--work_dir={tmp_path}")
@@ -219,7 +232,8 @@ def test_model_card_reads_the_stages_records(tmp_path):
     assert card["pretraining"]["steps"] == 6000 and card["pretraining"]["seconds"] == 100
     assert card["pretraining"]["model"] == {"vocab_size": 8000, "hidden_size": 128, "share": "all"}
     assert card["finetuning"] == {"items": 400, "documents": 90, "steps": 3000, "seconds": 51}
-    assert card["rebuild"] == "python -m albert_tf.demo_models --languages=en"
+    # This build pretrained: rebuilding it needs the encoder flag emptied.
+    assert card["rebuild"] == "python -m albert_tf.demo_models --languages=en --en_encoder="
     assert card["pretraining"]["documents"] == 60
     zh = model_card("zh", str(tmp_path))
     assert zh["good_at"].startswith("Telling the sentence that continues a Chinese passage")
@@ -230,7 +244,17 @@ def test_model_card_reads_the_stages_records(tmp_path):
     (tmp_path / "data/prepare.json").write_text(json.dumps(prepare))
     card = model_card("zh", str(tmp_path))
     assert card["pretraining"]["documents"] == 85
-    assert card["rebuild"].endswith("--languages=zh --pretrain_on_finetune_text")
+    assert card["rebuild"].endswith("--languages=zh --pretrain_on_finetune_text --zh_encoder=")
+    # A build that started from the shipped encoder takes its record from the encoder's card.
+    (tmp_path / "start.json").write_text(json.dumps({"encoder": ENCODERS["zh"]}))
+    card = model_card("zh", str(tmp_path))
+    shipped = json.loads((REPO / ENCODERS["zh"] / "card.json").read_text())
+    assert card["pretraining"]["encoder"] == "albert_tiny_zh_peoples_daily"
+    assert card["pretraining"]["steps"] == shipped["steps"]
+    assert card["pretraining"]["mlm_accuracy"] == shipped["held_out"]["mlm_accuracy"]
+    assert card["pretraining"]["model"]["hidden_size"] == 128
+    assert card["rebuild"] == "python -m albert_tf.demo_models --languages=zh"
+    (tmp_path / "start.json").unlink()
     (tmp_path / "finetune/summary.json").unlink()
     with pytest.raises(UserError, match=r"finetune/summary.json is missing; run the earlier"):
         model_card("en", str(tmp_path))
@@ -265,6 +289,7 @@ def test_pretraining_on_finetune_text_leaves_dev_and_test_documents_out(tmp_path
     again = _demo_models(
         "--languages=en",
         "--stages=prepare,pretrain",
+        "--en_encoder=",  # pretrain, rather than start from the shipped encoder
         "--configs_dir=/nonexistent",
         f"--en_corpora={corpus}",
         f"--work_dir={tmp_path}",
