@@ -886,17 +886,27 @@ def model_section(card_path: str) -> list[str]:
     model = pre.get("model", {})
     shape = ", ".join(f"{k} {fmt(v)}" for k, v in model.items())
     metrics = settings.get("finetune", {}).get("metrics", {})
+    if pre.get("encoder"):  # fine-tuned from a shipped encoder (demo_models --<lang>_encoder)
+        pretraining = [
+            "pretraining",
+            f"the shipped encoder `{pre['encoder']}` (models/README.md)",
+            fmt(pre.get("steps")),
+            "",
+            f"held-out MLM accuracy {fmt(pre.get('mlm_accuracy'))}; {shape}",
+        ]
+    else:
+        pretraining = [
+            "pretraining",
+            f"{fmt(pre.get('documents'))} documents, "
+            f"{fmt(pre.get('sentences'))} sentences ({fmt(pre.get('corpora'))})",
+            fmt(pre.get("steps")),
+            fmt(pre.get("seconds")),
+            f"batch {fmt(pre.get('batch_size'))}, {pre.get('sentence_task', '')}; {shape}",
+        ]
     lines += markdown_table(
         ["stage", "data", "steps", "seconds", "details"],
         [
-            [
-                "pretraining",
-                f"{fmt(pre.get('documents'))} documents, "
-                f"{fmt(pre.get('sentences'))} sentences ({fmt(pre.get('corpora'))})",
-                fmt(pre.get("steps")),
-                fmt(pre.get("seconds")),
-                f"batch {fmt(pre.get('batch_size'))}, {pre.get('sentence_task', '')}; {shape}",
-            ],
+            pretraining,
             [
                 "fine-tuning",
                 f"{fmt(fine.get('items'))} items from {fmt(fine.get('documents'))} documents",

@@ -252,7 +252,8 @@ def load_task_model(
                 + ", ".join(f"{k}={s}" for k, (_, s) in differ.items())
                 + ", not "
                 + ", ".join(f"{k}={v}" for k, (v, _) in differ.items())
-                + "; start from its pretraining checkpoint for a new label set."
+                + "; start from its pretraining checkpoint for a new head (another label "
+                "set or head shape)."
             )
         arguments |= saved
     try:

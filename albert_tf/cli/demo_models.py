@@ -99,9 +99,10 @@ for _lang, _name in (("zh", "Chinese"), ("en", "English")):
     flags.DEFINE_string(
         f"{_lang}_encoder",
         ENCODERS[_lang],
-        f"Pretrained model directory the {_name} demo fine-tunes from (the shipped one by "
-        "default: it never saw the default corpora's dev and test documents); empty: "
-        f"pretrain one first (the pretrain stage, configs/demo_{_lang}_pretrain.flags).",
+        f"Pretrained model directory the {_name} demo fine-tunes from, with its tokenizer "
+        "(the shipped one by default: it never saw the default corpora's dev and test "
+        "documents; the English one has a WordPiece vocabulary); empty: pretrain one first "
+        f"(the pretrain stage, configs/demo_{_lang}_pretrain.flags).",
     )
 flags.DEFINE_integer("version", 1, "SavedModel version to write.")
 flags.DEFINE_string(
@@ -234,11 +235,43 @@ def main() -> None:
     for lang in FLAGS.languages:
         if lang not in CORPORA:
             raise UserError(f"no demo model for language {lang!r}; choose from zh, en")
-        # Checked before any work starts; the message names the flag that overrides.
-        corpora = resolve_inputs(
+    # Checked before any work starts; the messages name the flag that overrides.
+    corpora = {
+        lang: resolve_inputs(
             FLAGS[f"{lang}_corpora"].value or CORPORA[lang], what=f"--{lang}_corpora"
         )
-        build(lang, corpora)
+        for lang in FLAGS.languages
+    }
+    for lang in FLAGS.languages:
+        _check_encoder(lang)
+    for lang in FLAGS.languages:
+        build(lang, corpora[lang])
+
+
+def _check_encoder(lang: str) -> None:
+    """Refuses an encoder that is not a model directory, or pretraining asked for by name
+    beside one; warns where the shipped encoder may have read dev documents."""
+    encoder = FLAGS[f"{lang}_encoder"].value
+    if not encoder or not {"pretrain", "finetune"} & set(FLAGS.stages):
+        return
+    if not os.path.isfile(os.path.join(encoder, "config.json")):
+        raise UserError(
+            f"--{lang}_encoder={encoder} is not a model directory (no config.json); "
+            f"give one, or --{lang}_encoder= (empty) to pretrain one"
+        )
+    if FLAGS["stages"].present and "pretrain" in FLAGS.stages:
+        raise UserError(
+            f"--stages asks for pretraining, and --{lang}_encoder={encoder} is fine-tuned "
+            f"from instead: add --{lang}_encoder= (empty) to pretrain"
+        )
+    overridden = FLAGS[f"{lang}_corpora"].present or FLAGS.seed != 0
+    if encoder == ENCODERS[lang] and overridden:
+        # Its pretraining text is the default corpora's split with seed 0.
+        print(
+            f"[{lang}] warning: {encoder} was pretrained on the default corpora's split "
+            "(--seed=0); with other corpora or seeds it may have read dev or test documents",
+            file=sys.stderr,
+        )
 
 
 def build(lang: str, corpora: list[str]) -> None:
@@ -252,13 +285,14 @@ def build(lang: str, corpora: list[str]) -> None:
     data, pre, fine = (os.path.join(work, d) for d in ("data", "pretrain", "finetune"))
     configs = FLAGS.configs_dir
     encoder = FLAGS[f"{lang}_encoder"].value
-    if encoder and {"pretrain", "finetune"} & set(FLAGS.stages):
-        if not os.path.isfile(os.path.join(encoder, "config.json")):
-            raise UserError(
-                f"--{lang}_encoder={encoder} is not a model directory (no config.json); "
-                f"give one, or --{lang}_encoder= (empty) to pretrain one"
-            )
+    if encoder and "finetune" in FLAGS.stages:
         print(f"[{lang}] fine-tuning from {encoder}: no pretraining stage")
+        if os.path.isdir(os.path.join(pre, "final")):
+            print(
+                f"[{lang}] warning: {pre}/final (this work dir's own pretraining) is not "
+                f"used; --{lang}_encoder= (empty) fine-tunes from it",
+                file=sys.stderr,
+            )
     # With an encoder, there is nothing to pretrain.
     stages = [s for s in FLAGS.stages if not (encoder and s == "pretrain")]
 

@@ -92,10 +92,10 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_integer(
     "tagger_lstm_units",
-    0,
+    None,
     "tagging: a bidirectional LSTM of this many units each way between the encoder and "
-    "the tag layer of a fresh head (0: none, Hugging Face's head; a head with one does "
-    "not convert to Hugging Face). A tagger being continued keeps its own.",
+    "the tag layer of a fresh head (default and 0: none, Hugging Face's head; a head with "
+    "one does not convert to Hugging Face). Unset, a tagger being continued keeps its own.",
     lower_bound=0,
 )
 flags.DEFINE_integer(
@@ -113,6 +113,12 @@ flags.DEFINE_float("num_epochs", 3.0, "Epochs (unless --num_train_steps).")
 flags.DEFINE_integer("num_train_steps", None, "Total steps.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Warm-up fraction of the steps.")
 flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "Optimizer.")
+flags.DEFINE_bool(
+    "adam_bias_correction",
+    False,
+    "Correct Adam's moment estimates for their zero start, as Hugging Face's and Model "
+    "Garden's AdamW do (off: the official optimizer's larger early steps).",
+)
 flags.DEFINE_integer("eval_every", 500, "Steps between dev evaluations.")
 flags.DEFINE_integer("patience", 5, "Evaluations without improvement before stopping; 0 = off.")
 flags.DEFINE_integer("seed", 0, "Random seed (weights of a fresh head, shuffling).")
@@ -231,6 +237,7 @@ def main() -> None:
         num_train_steps=FLAGS.num_train_steps,
         warmup_proportion=FLAGS.warmup_proportion,
         optimizer=FLAGS.optimizer,
+        adam_bias_correction=FLAGS.adam_bias_correction,
         eval_every=FLAGS.eval_every,
         patience=FLAGS.patience,
         seed=FLAGS.seed,

@@ -42,8 +42,9 @@ class FineTuningSettings:
     doc_stride: int = 128
     max_answer_length: int = 30
     n_best_size: int = 20
-    #: Tagging: units of each direction of a BiLSTM before the tag layer (0: none).
-    tagger_lstm_units: int = 0
+    #: Tagging: units of each direction of a BiLSTM before the tag layer (0: none;
+    #: None: a continued tagger's own, else none).
+    tagger_lstm_units: int | None = None
 
 
 @dataclasses.dataclass

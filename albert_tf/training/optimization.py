@@ -30,6 +30,11 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
         beta_1, beta_2, epsilon: moment decay rates and denominator epsilon.
         layer_adaptation: scale each variable's update by ‖w‖/‖update‖ (LAMB).
         exclude: substrings of variable paths exempt from decay and adaptation.
+        bias_correction: divide the moments by ``1 - beta**t`` (Adam's correction;
+            Hugging Face's and Model Garden's AdamW do). Off by default, as the
+            official optimizer: early updates are then up to ``1/sqrt(1 - beta_2)``
+            times larger, which a tiny model fine-tuned at a high rate can
+            take badly (docs/finetuning.md, "People's Daily named entities").
 
     Example:
         >>> import numpy as np
@@ -51,6 +56,7 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
         epsilon: float = 1e-6,
         layer_adaptation: bool = True,
         exclude: Sequence[str] = DEFAULT_EXCLUDE,
+        bias_correction: bool = False,
         name: str | None = None,
         **kwargs,
     ):
@@ -64,6 +70,7 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
         self.beta_2 = beta_2
         self.epsilon = epsilon
         self.layer_adaptation = layer_adaptation
+        self.bias_correction = bias_correction
         self.exclude = tuple(exclude)
         self._exclude_re = re.compile("|".join(map(re.escape, self.exclude))) if exclude else None
         self._gradients_reduced = False
@@ -110,7 +117,12 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
         m, v = self._m[index], self._v[index]
         self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * gradient)
         self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient))
-        update = m / (ops.sqrt(v) + self.epsilon)  # no bias correction (official)
+        if self.bias_correction:
+            t = ops.cast(self.iterations + 1, variable.dtype)
+            m_hat, v_hat = m / (1.0 - self.beta_1**t), v / (1.0 - self.beta_2**t)
+            update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
+        else:
+            update = m / (ops.sqrt(v) + self.epsilon)  # the official optimizer's
         if self._adapts[index]:
             if self.weight_decay_rate:
                 update = update + self.weight_decay_rate * variable
@@ -132,6 +144,7 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
             epsilon=self.epsilon,
             layer_adaptation=self.layer_adaptation,
             exclude=list(self.exclude),
+            bias_correction=self.bias_correction,
         )
         return config
 
@@ -191,6 +204,7 @@ def build_optimizer(
     weight_decay_rate: float,
     optimizer: str,
     precision: str,
+    bias_correction: bool = False,
 ) -> keras.optimizers.Optimizer:
     """LAMB (``optimizer="lamb"``) or AdamW with linear warm-up and polynomial decay;
     float16 wraps it in dynamic loss scaling. Every training loop builds its optimizer
@@ -202,6 +216,7 @@ def build_optimizer(
         learning_rate=schedule,
         weight_decay_rate=weight_decay_rate,
         layer_adaptation=optimizer == "lamb",
+        bias_correction=bias_correction,
     )
     if precision == "float16":
         return keras.optimizers.LossScaleOptimizer(built)

@@ -175,6 +175,17 @@ def test_a_missing_encoder_is_named_before_any_work(tmp_path):
     assert result.returncode == 2
     assert "--zh_encoder=/nowhere is not a model directory" in result.stderr
     assert not (tmp_path / "zh" / "data").exists()
+    # Every language's encoder is checked before the first language's work starts.
+    both = _demo_models(
+        "--languages=zh,en", "--stages=prepare,finetune", "--en_encoder=/nowhere",
+        f"--work_dir={tmp_path}",
+    )  # fmt: skip
+    assert both.returncode == 2 and "--en_encoder=/nowhere" in both.stderr
+    assert not (tmp_path / "zh" / "data").exists()
+    # Pretraining asked for by name beside an encoder is a contradiction, not a no-op.
+    pretrain = _demo_models("--languages=zh", "--stages=prepare,pretrain", f"--work_dir={tmp_path}")
+    assert pretrain.returncode == 2
+    assert "add --zh_encoder= (empty) to pretrain" in pretrain.stderr
 
 
 def test_unknown_stage_and_language_are_user_errors(tmp_path):

@@ -50,7 +50,8 @@ class TaggingTask(FineTuningTask):
                     )
                 report(name, items, part_skipped, names)
                 parts[name] = items
-        head = {"lstm_units": settings.tagger_lstm_units}
+        units = settings.tagger_lstm_units
+        head = {} if units is None else {"lstm_units": units}
         return TaskData(train, parts["dev"], parts["test"], skipped, names, head_options=head)
 
     def describe(self, name: str, items: list, skipped, label_names=None) -> list[str]:

@@ -95,6 +95,7 @@ class FineTuningTrainer:
         num_train_steps: total steps; defaults to ``num_epochs`` passes.
         warmup_proportion: fraction of steps with linear warm-up.
         optimizer: ``"adamw"`` (official fine-tuning default) or ``"lamb"``.
+        adam_bias_correction: Adam's moment bias correction (`AlbertOptimizer`).
         eval_every: steps between dev evaluations (and at the end).
         patience: evaluations without improvement before stopping (0: never stop).
         seed: shuffling seed.
@@ -141,6 +142,7 @@ class FineTuningTrainer:
         warmup_proportion: float = 0.1,
         optimizer: str = "adamw",
         weight_decay_rate: float = 0.01,
+        adam_bias_correction: bool = False,
         eval_every: int = 500,
         patience: int = 5,
         seed: int = 0,
@@ -201,6 +203,7 @@ class FineTuningTrainer:
         self.learning_rate, self.num_epochs = learning_rate, num_epochs
         self.num_train_steps, self.warmup_proportion = num_train_steps, warmup_proportion
         self.optimizer_name, self.weight_decay_rate = optimizer, weight_decay_rate
+        self.adam_bias_correction = adam_bias_correction
         self.eval_every, self.patience, self.seed = eval_every, patience, seed
         self.progress, self.language = progress, language
         self.fused_kernels = fused_kernels
@@ -288,6 +291,7 @@ class FineTuningTrainer:
                 weight_decay_rate=self.weight_decay_rate,
                 optimizer=self.optimizer_name,
                 precision=self.precision,
+                bias_correction=self.adam_bias_correction,
             )
             return TaskSteps(
                 self,
@@ -342,6 +346,7 @@ class FineTuningTrainer:
             "batch_size": self.batch_size,
             "learning_rate": self.learning_rate,
             "optimizer": self.optimizer_name,
+            "adam_bias_correction": self.adam_bias_correction,
             "warmup_proportion": self.warmup_proportion,
             "seed": self.seed,
             "language": self.language,
