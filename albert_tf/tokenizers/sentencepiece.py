@@ -303,6 +303,12 @@ class SentencePieceTokenizer(Tokenizer):
             for c in _control_characters()
             if processor.Normalize(f"a{c}a") == processor.Normalize("aa")
         ]
+        # ... and those it turns into a space (zero-width spaces, a byte-order mark).
+        self._spaced = [
+            c
+            for c in _control_characters()
+            if processor.Normalize(f"a{c}a") == processor.Normalize("a a")
+        ]
         self._pad_id = processor.pad_id()
         self._unk_id = processor.unk_id()
         ids = {}
@@ -443,7 +449,8 @@ class SentencePieceTokenizer(Tokenizer):
         normalisation (lower-casing, whitespace runs, doubled quotes, accents,
         typography folding, the model's own NFKC). A piece's span leaves out the
         whitespace its "▁" stands for (so a word's first piece starts at its
-        first letter) and the control characters the model's normaliser deletes;
+        first letter) and the control characters the model's normaliser deletes
+        or turns into spaces (zero-width spaces);
         a bare "▁" piece is an empty span where the next piece starts. After the
         digit-comma re-split, the comma is the piece's last character. In-graph.
 
@@ -505,7 +512,7 @@ class SentencePieceTokenizer(Tokenizer):
         return begin.with_flat_values(first), end.with_flat_values(last)
 
     def _deleted_class(self) -> str:
-        return "".join(f"\\x{{{ord(c):x}}}" for c in self._deleted)
+        return "".join(f"\\x{{{ord(c):x}}}" for c in self._deleted + self._spaced)
 
     def _split_digit_comma(
         self,
@@ -556,8 +563,10 @@ class SentencePieceTokenizer(Tokenizer):
         surface = tf.strings.regex_replace(surface, "(?s).$", "")  # its comma
         again, again_begin, again_end = self._sp.tokenize_with_offsets(surface)
         again, again_keep = _continuing(again, starts_word)
-        same = (again.row_lengths() == sub.row_lengths()) & tf.reduce_all(
-            again.to_tensor("\x00") == sub.to_tensor("\x00"), axis=1
+        # Rows of different widths cannot be compared padded: compare them joined.
+        same = (again.row_lengths() == sub.row_lengths()) & tf.equal(
+            tf.strings.reduce_join(again, axis=1, separator="\x01"),
+            tf.strings.reduce_join(sub, axis=1, separator="\x01"),
         )
         from_surface = tf.gather(same, sub.value_rowids())
 

@@ -45,6 +45,19 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
         >>> # trust ratio ‖w‖/‖u‖ = 1/3.172, so each weight moves by lr exactly.
         >>> [round(x, 4) for x in np.asarray(w).tolist()]
         [0.9, 0.9, 0.9]
+        >>> # AdamW with the bias correction: Adam's first step moves each weight by lr.
+        >>> adam = AlbertOptimizer(0.1, weight_decay_rate=0.0, layer_adaptation=False,
+        ...                        bias_correction=True)
+        >>> w = keras.Variable(np.ones(3, "float32"), name="kernel")
+        >>> adam.apply([np.full(3, 5.0, "float32")], [w])
+        >>> [round(x, 4) for x in np.asarray(w).tolist()]
+        [0.9, 0.9, 0.9]
+        >>> # Without it (the official optimizer), m=0.5, v=0.025: 0.5/0.158 ≈ 3.16 lr.
+        >>> plain = AlbertOptimizer(0.1, weight_decay_rate=0.0, layer_adaptation=False)
+        >>> w = keras.Variable(np.ones(3, "float32"), name="kernel")
+        >>> plain.apply([np.full(3, 5.0, "float32")], [w])
+        >>> [round(x, 3) for x in np.asarray(w).tolist()]
+        [0.684, 0.684, 0.684]
     """
 
     def __init__(

@@ -10,7 +10,8 @@ ships with sentencepiece needs a newer protobuf runtime than TensorFlow's pin.
 
 Two conventions of ours, applied to the fast tokenizer's spans before
 comparing, because tagging and QA need them: a piece's span leaves out the
-whitespace its "▁" stands for (and control characters the normaliser deletes),
+whitespace its "▁" stands for (and control characters the normaliser deletes or
+turns into spaces),
 and a bare "▁" piece is an empty span where the next piece starts.
 """
 
@@ -62,12 +63,21 @@ def _deleted(slow, char: str) -> bool:
     return unicodedata.category(char) == "Cc" and slow.tokenize(f"a{char}a") == slow.tokenize("aa")
 
 
+def _spaced(slow, char: str) -> bool:
+    """Whether it turns the control or format character ``char`` into a space (U+200B)."""
+    return unicodedata.category(char) in ("Cc", "Cf") and slow.tokenize(
+        f"a{char}a"
+    ) == slow.tokenize("a a")
+
+
 def _expected(slow, text: str, tokens: list[str], offsets: list[tuple[int, int]]) -> list[tuple]:
     """The fast tokenizer's spans with our two conventions (module docstring)."""
     spans = []
     for start, end in offsets:
         # (The fast tokenizer counts deleted control characters into the next piece.)
-        while start < end and (text[start].isspace() or _deleted(slow, text[start])):
+        while start < end and (
+            text[start].isspace() or _deleted(slow, text[start]) or _spaced(slow, text[start])
+        ):
             start += 1
         spans.append((start, end))
     following = [start for start, _ in spans[1:]] + [end for _, end in spans[-1:]]

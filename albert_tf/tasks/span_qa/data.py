@@ -359,7 +359,10 @@ def pack_qa(
         ``piece_ends``: int32 ragged [B, (pieces)], each context piece's
         characters in its context (end exclusive); ``word_starts``,
         ``word_ends``: the same for the word each piece belongs to (a word: a
-        piece that starts one and the "##" pieces after it; each CJK character).
+        piece that starts one and the pieces after it that do not, by
+        `Tokenizer.word_starts`: WordPiece's "##" pieces continue a word and each
+        CJK character is one; SentencePiece's "▁" pieces start one and punctuation
+        is split off).
     """
     check_tokenizer(tokenizer)
     questions = tf.convert_to_tensor(questions, tf.string)

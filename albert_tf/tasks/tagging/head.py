@@ -58,7 +58,13 @@ class TokenClassifierHead(keras.layers.Layer):
             # Named, so that the weights are "lstm/{forward,backward}_lstm/..." in any
             # process (an auto-named second LSTM would be "lstm_1").
             self.lstm = keras.layers.Bidirectional(
-                keras.layers.LSTM(lstm_units, return_sequences=True, use_cudnn=False, name="lstm"),
+                keras.layers.LSTM(
+                    lstm_units,
+                    return_sequences=True,
+                    use_cudnn=False,
+                    dtype=self.dtype_policy,
+                    name="lstm",
+                ),
                 dtype=self.dtype_policy,
                 name="lstm",
             )
