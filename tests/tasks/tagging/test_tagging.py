@@ -6,6 +6,7 @@ tensorflow_text, and the finetune command does it all from files."""
 
 from __future__ import annotations
 
+import collections
 import json
 import random
 import subprocess
@@ -417,6 +418,12 @@ def test_bilstm_head_reads_each_text_alone_reloads_and_serves_alike(tokenizer, t
 
     reloaded = load_task_model(result["best_dir"], "tagging")
     assert reloaded.lstm_units == 8 and reloaded.num_tags == 7
+    # finetune without --tagger_lstm_units continues the tagger with the head it has.
+    from albert_tf.tasks.tagging.task import TaggingTask
+    from albert_tf.tasks.task import TaskData
+
+    data = TaskData([], None, None, collections.Counter(), TAGS)
+    assert TaggingTask().load_model(result["best_dir"], None, data).lstm_units == 8
     with pytest.raises(CheckpointError, match="lstm_units=8, not lstm_units=0"):
         load_task_model(result["best_dir"], "tagging", head_arguments={"lstm_units": 0})
     with pytest.raises(Exception, match="tagger_head/lstm"):
