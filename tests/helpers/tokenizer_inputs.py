@@ -3,7 +3,16 @@ id parity and the offset tests."""
 
 from __future__ import annotations
 
+import gzip
+import itertools
+import json
 import random
+
+import pytest
+
+from helpers.paths import REPO
+
+SHARED_CORPORA = REPO.parent / "shared" / "data" / "corpus"
 
 # Inputs that exercise every normalisation step. Literal special tokens such
 # as "[MASK]" are left out on purpose: HF matches them in raw text, the
@@ -50,3 +59,15 @@ def random_inputs(lines: list[str], n: int, seed: int) -> list[str]:
             text = text.upper()
         out.append(text)
     return out
+
+
+def shared_paragraphs(name: str, n: int = 200, chars: int = 400) -> list[str]:
+    """The first ``n`` documents of a shared corpus, each its sentences joined and cut
+    to ``chars`` characters (full-width forms, quotes, long CJK runs); the test is
+    skipped where ../shared/data is not there."""
+    path = SHARED_CORPORA / name
+    if not path.is_file():
+        pytest.skip(f"{path} is not here (../shared/data holds the shared corpora)")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        docs = [json.loads(line)["sentences"] for line in itertools.islice(fh, n)]
+    return [" ".join(sentences)[:chars] for sentences in docs]

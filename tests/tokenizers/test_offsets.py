@@ -10,17 +10,10 @@ use, on mutated corpus lines, and on the shared People's Daily and Austen text.
 
 from __future__ import annotations
 
-import gzip
-import itertools
-import json
-
 import pytest
 import tensorflow as tf
 import transformers
-from helpers.paths import REPO
-from helpers.tokenizer_inputs import HARD_INPUTS, LONG_INPUT, random_inputs
-
-SHARED_CORPORA = REPO.parent / "shared" / "data" / "corpus"
+from helpers.tokenizer_inputs import HARD_INPUTS, LONG_INPUT, random_inputs, shared_paragraphs
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +63,7 @@ def test_wordpiece_offsets_match_hf_fast_on_mutated_corpus(
 def test_wordpiece_offsets_match_hf_fast_on_shared_corpora(
     wp_tokenizer, hf_bert_fast, hf_bert_slow, name
 ):
-    path = SHARED_CORPORA / name
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (../shared/data holds the shared corpora)")
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        docs = [json.loads(line)["sentences"] for line in itertools.islice(fh, 200)]
-    # Whole paragraphs: full-width digits and letters, quotes, long runs of CJK.
-    texts = [" ".join(sentences)[:400] for sentences in docs]
+    texts = shared_paragraphs(name)
     _assert_same_offsets(wp_tokenizer, hf_bert_fast, hf_bert_slow, texts)
 
 

@@ -17,18 +17,14 @@ and a bare "▁" piece is an empty span where the next piece starts.
 
 from __future__ import annotations
 
-import gzip
 import importlib
-import itertools
-import json
 import re
 import unicodedata
 
 import pytest
 import tensorflow as tf
 import transformers
-from helpers.paths import REPO
-from helpers.tokenizer_inputs import HARD_INPUTS, LONG_INPUT, random_inputs
+from helpers.tokenizer_inputs import HARD_INPUTS, LONG_INPUT, random_inputs, shared_paragraphs
 from transformers.utils import sentencepiece_model_pb2_new
 
 from albert_tf.tokenizers.sentencepiece import (
@@ -38,7 +34,6 @@ from albert_tf.tokenizers.sentencepiece import (
     normalize_text,
 )
 
-SHARED_CORPORA = REPO.parent / "shared" / "data" / "corpus"
 # The module, not the function of the same name that transformers exports.
 convert_slow_tokenizer = importlib.import_module("transformers.convert_slow_tokenizer")
 
@@ -127,12 +122,7 @@ def test_sentencepiece_offsets_match_hf_fast_on_mutated_corpus(
 def test_sentencepiece_offsets_match_hf_fast_on_shared_corpora(
     sp_tokenizer, hf_albert_fast, hf_albert_slow, name
 ):
-    path = SHARED_CORPORA / name
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (../shared/data holds the shared corpora)")
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        docs = [json.loads(line)["sentences"] for line in itertools.islice(fh, 200)]
-    texts = [" ".join(sentences)[:400] for sentences in docs]
+    texts = shared_paragraphs(name)
     _assert_same_offsets(sp_tokenizer, hf_albert_fast, hf_albert_slow, texts, least=0.35)
 
 

@@ -222,6 +222,13 @@ def test_windows_are_run_squads(tokenizer, doc_stride):
         assert len(want) > 1 or b == 2  # the long contexts need several windows
 
 
+def _labelled_span(encoded: dict, window: dict) -> tuple[int, int]:
+    """The characters of a window's labelled first..last piece in its context."""
+    first, last = window["labels"]
+    pieces = window["window_start"] + np.arange(first, last + 1) - window["context_offset"]
+    return encoded["piece_starts"][pieces[0]], encoded["piece_ends"][pieces[-1]]
+
+
 def test_labels_point_at_the_answers_pieces(tokenizer):
     context = "昨天王明说，北京的大熊猫人人都想摸一下。ALBERT shares layers across the encoder."
     answers = {"大熊猫": "zh", "shares layers": "en"}
@@ -235,12 +242,8 @@ def test_labels_point_at_the_answers_pieces(tokenizer):
         holding = [w for w in encoded["windows"] if w["labels"][1] > 0]
         assert len(holding) >= 1 and len(encoded["windows"]) > len(holding)
         for window in holding:
-            first, last = window["labels"]
-            pieces = window["window_start"] + np.arange(first, last + 1) - window["context_offset"]
-            start = encoded["piece_starts"][pieces[0]]
-            end = encoded["piece_ends"][pieces[-1]]
-            assert context[start:end] == item.answers[0].text
-            assert window["segment_ids"][first] == 1
+            assert context[slice(*_labelled_span(encoded, window))] == item.answers[0].text
+            assert window["segment_ids"][window["labels"][0]] == 1
         # Windows without the answer point at [CLS].
         assert all(
             w["labels"].tolist() == [0, 0] for w in encoded["windows"] if w["labels"][1] == 0
@@ -263,11 +266,7 @@ def test_sentencepiece_labels_point_at_the_answers_pieces(mc_models):
         holding = [w for w in encoded["windows"] if w["labels"][1] > 0]
         assert holding, item.answers
         for window in holding:
-            first, last = window["labels"]
-            pieces = window["window_start"] + np.arange(first, last + 1) - window["context_offset"]
-            start = encoded["piece_starts"][pieces[0]]
-            end = encoded["piece_ends"][pieces[-1]]
-            assert context[start:end] == item.answers[0].text
+            assert context[slice(*_labelled_span(encoded, window))] == item.answers[0].text
 
 
 def test_windowing_refuses_settings_that_leave_no_context():
