@@ -456,7 +456,8 @@ class SentencePieceTokenizer(Tokenizer):
 
         Example:
             >>> tok = SentencePieceTokenizer.from_file("spiece.model")  # doctest: +SKIP
-            >>> ids, starts, ends = tok.tokenize_with_offsets(tf.constant(["Hi  Café"]))
+            >>> texts = tf.constant(["Hi  Café"])  # doctest: +SKIP
+            >>> ids, starts, ends = tok.tokenize_with_offsets(texts)  # doctest: +SKIP
             >>> starts.to_list(), ends.to_list()  # "▁hi", "▁caf", "e"  # doctest: +SKIP
             ([[0, 4, 7]], [[2, 7, 8]])
         """
