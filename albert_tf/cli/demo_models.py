@@ -40,6 +40,7 @@ import time
 
 from absl import flags
 
+from albert_tf import storage
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
 from albert_tf.data.inputs import resolve_inputs
@@ -254,7 +255,7 @@ def _check_encoder(lang: str) -> None:
     encoder = FLAGS[f"{lang}_encoder"].value
     if not encoder or not {"pretrain", "finetune"} & set(FLAGS.stages):
         return
-    if not os.path.isfile(os.path.join(encoder, "config.json")):
+    if not storage.isfile(os.path.join(encoder, "config.json")):  # a local path or a URL
         raise UserError(
             f"--{lang}_encoder={encoder} is not a model directory (no config.json); "
             f"give one, or --{lang}_encoder= (empty) to pretrain one"
@@ -579,17 +580,7 @@ def model_card(lang: str, work: str) -> dict:
             "steps": pretrain_results["step"],
             "batch_size": pretrain_run["options"]["train_batch_size"],
             "sentence_task": pretrain_run["options"]["sentence_task"],
-            "model": {
-                k: pretrain_run["albert_config"][k]
-                for k in (
-                    "vocab_size",
-                    "embedding_size",
-                    "hidden_size",
-                    "num_hidden_layers",
-                    "share",
-                )
-                if k in pretrain_run["albert_config"]
-            },
+            "model": _card_model(pretrain_run["albert_config"]),
             "seconds": round(times.get("pretrain", 0.0)),
         }
         rebuild = (
@@ -624,22 +615,24 @@ def model_card(lang: str, work: str) -> dict:
 
 def _encoder_record(encoder: str) -> dict:
     """The card's pretraining entry for a shipped encoder: its name, model, steps and
-    held-out MLM accuracy, from its ``card.json`` and ``config.json``."""
-    with open(os.path.join(encoder, "config.json"), encoding="utf-8") as f:
-        config = json.load(f)
+    held-out MLM accuracy, from its ``card.json`` and ``config.json`` (a local path or
+    a URL, as ``finetune --checkpoint`` takes)."""
+    config = json.loads(storage.read_text(os.path.join(encoder, "config.json")))
     card_path = os.path.join(encoder, "card.json")
-    card = {}
-    if os.path.exists(card_path):
-        with open(card_path, encoding="utf-8") as f:
-            card = json.load(f)
-    keys = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "share")
+    card = json.loads(storage.read_text(card_path)) if storage.isfile(card_path) else {}
     return {
         "encoder": os.path.basename(os.path.normpath(encoder)),
         "data": card.get("data", ""),
         "steps": card.get("steps"),
         "mlm_accuracy": card.get("held_out", {}).get("mlm_accuracy"),
-        "model": {k: config[k] for k in keys if k in config},
+        "model": _card_model(config),
     }
+
+
+def _card_model(config: dict) -> dict:
+    """The model shape a card shows, from a config's (Hugging Face dialect) keys."""
+    keys = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "share")
+    return {k: config[k] for k in keys if k in config}
 
 
 def run() -> None:

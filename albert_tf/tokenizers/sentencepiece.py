@@ -296,19 +296,6 @@ class SentencePieceTokenizer(Tokenizer):
         self._control = np.array(
             [processor.IsControl(i) or processor.IsUnknown(i) for i in range(len(self._pieces))]
         )
-        # Control and format characters the model's normaliser deletes: SentencePiece
-        # counts them into the span of the piece before, a reader does not.
-        self._deleted = [
-            c
-            for c in _control_characters()
-            if processor.Normalize(f"a{c}a") == processor.Normalize("aa")
-        ]
-        # ... and those it turns into a space (zero-width spaces, a byte-order mark).
-        self._spaced = [
-            c
-            for c in _control_characters()
-            if processor.Normalize(f"a{c}a") == processor.Normalize("a a")
-        ]
         self._pad_id = processor.pad_id()
         self._unk_id = processor.unk_id()
         ids = {}
@@ -384,6 +371,11 @@ class SentencePieceTokenizer(Tokenizer):
     def punctuation_mask(self) -> np.ndarray:
         """bool [vocabulary_size]: pieces that are punctuation only (besides "▁"),
         by BERT's definition of punctuation."""
+        return self._punctuation.copy()
+
+    @functools.cached_property
+    def _punctuation(self) -> np.ndarray:
+        # Once per tokenizer: every `word_starts` call (a batch of texts) needs it.
         marks = [p.removeprefix(WORD_START) for p in self._pieces]
         return np.array(
             [
@@ -408,21 +400,14 @@ class SentencePieceTokenizer(Tokenizer):
             [[True, True, True, True]]
         """
         starts = super().word_starts(ids)
-        punctuation = tf.gather(tf.constant(self.punctuation_mask()), ids.flat_values)
+        punctuation = tf.gather(tf.constant(self._punctuation), ids.flat_values)
         position = tf.ragged.range(ids.row_lengths()).flat_values
         after = tf.concat([[False], punctuation[:-1]], 0) & (position > 0)
         return starts.with_flat_values(starts.flat_values | punctuation | after)
 
     def tokenize_to_pieces(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """tf.string [batch] → tf.string ragged [batch, (pieces)]; in-graph."""
-        texts = normalize_text(
-            texts,
-            lower_case=self.lower_case,
-            remove_space=self.remove_space,
-            keep_accents=self.keep_accents,
-            fold_punctuation=self.fold_punctuation,
-        )
-        pieces = self._sp.tokenize(texts)
+        pieces = self._sp.tokenize(normalize_text(texts, **self._normalization))
         if self.split_digit_comma:
             pieces = self._split_digit_comma(pieces)
         return pieces
@@ -461,13 +446,7 @@ class SentencePieceTokenizer(Tokenizer):
             >>> starts.to_list(), ends.to_list()  # "▁hi", "▁caf", "e"  # doctest: +SKIP
             ([[0, 4, 7]], [[2, 7, 8]])
         """
-        normalized = normalize_chars(
-            texts,
-            lower_case=self.lower_case,
-            remove_space=self.remove_space,
-            keep_accents=self.keep_accents,
-            fold_punctuation=self.fold_punctuation,
-        )
+        normalized = normalize_chars(texts, **self._normalization)
         joined = tf.strings.reduce_join(normalized, axis=1)
         pieces, begin, end = self._sp.tokenize_with_offsets(joined)
         begin, end = self._reader_spans(pieces, begin, end, joined)
@@ -496,7 +475,7 @@ class SentencePieceTokenizer(Tokenizer):
             begin.flat_values,
             end.flat_values - begin.flat_values,
         )
-        skipped = f"[{_text_ops.python_whitespace_class()}{self._deleted_class()}]"
+        skipped = f"[{_text_ops.python_whitespace_class()}{self._left_out}]"
         head = tf.strings.length(surface) - tf.strings.length(
             tf.strings.regex_replace(surface, f"^{skipped}+", "")
         )
@@ -512,8 +491,30 @@ class SentencePieceTokenizer(Tokenizer):
         )
         return begin.with_flat_values(first), end.with_flat_values(last)
 
-    def _deleted_class(self) -> str:
-        return "".join(f"\\x{{{ord(c):x}}}" for c in self._deleted + self._spaced)
+    @property
+    def _normalization(self) -> dict[str, bool]:
+        """`normalize_text`'s options, as this tokenizer has them."""
+        return {
+            "lower_case": self.lower_case,
+            "remove_space": self.remove_space,
+            "keep_accents": self.keep_accents,
+            "fold_punctuation": self.fold_punctuation,
+        }
+
+    @functools.cached_property
+    def _left_out(self) -> str:
+        """A regex class body: the control and format characters a piece's span leaves
+        out besides whitespace, those the model's normaliser deletes (SentencePiece
+        counts them into the span of the piece before) or turns into a space (zero-width
+        spaces, a byte-order mark). Asked of the model on first use: only offsets need it."""
+        processor = spm.SentencePieceProcessor()
+        processor.LoadFromSerializedProto(self._model_proto)
+        gone = {processor.Normalize("aa"), processor.Normalize("a a")}
+        return "".join(
+            f"\\x{{{ord(c):x}}}"
+            for c in _control_characters()
+            if processor.Normalize(f"a{c}a") in gone
+        )
 
     def _split_digit_comma(
         self,
