@@ -411,7 +411,12 @@ def test_bilstm_head_reads_each_text_alone_reloads_and_serves_alike(tokenizer, t
     inputs = ("token_ids", "segment_ids", "padding_mask")
     logits_alone = trainer.model({k: alone[k] for k in inputs})[0, :n]
     logits_beside = trainer.model({k: beside[k] for k in inputs})[0, :n]
-    np.testing.assert_allclose(logits_alone, logits_beside, atol=1e-5)
+    # Only the summation order differs (other batch and padded shapes): float32 rounding
+    # over reductions of at most a few hundred terms, through 2 layers and the LSTM's
+    # steps, stays near 1e-5 of the values' magnitude; 1e-4 of it leaves room for any
+    # CPU's kernels, while padding read by the LSTM would move logits by far more.
+    scale = float(np.abs(logits_alone).max())
+    np.testing.assert_allclose(logits_alone, logits_beside, rtol=1e-4, atol=1e-4 * scale)
 
     from albert_tf.checkpoints.hf_export import export_hf
     from albert_tf.checkpoints.saved_format import CheckpointError, load_task_model
