@@ -107,7 +107,7 @@ def hf_state_dict(
     mapped = {row.ours for row in table}
     unmapped = sorted(n for n in arrays if heads and n.startswith(heads) and n not in mapped)
     if unmapped:
-        # A tagger head's BiLSTM (finetune --tagger_lstm_units), say.
+        # A tagger head's BiLSTM or CRF (finetune --tagger_lstm_units, --tagger_crf), say.
         raise CheckpointError(
             f"Hugging Face's {architecture(task)} has no place for {len(unmapped)} weights of "
             f"this head ({', '.join(unmapped[:3])}, ...): keep the model in albert_tf's "

@@ -98,6 +98,13 @@ flags.DEFINE_integer(
     "one does not convert to Hugging Face). Unset, a tagger being continued keeps its own.",
     lower_bound=0,
 )
+flags.DEFINE_bool(
+    "tagger_crf",
+    None,
+    "tagging: a linear-chain CRF over a fresh head's tags (learned tag-to-tag scores; "
+    "trained on the chain's likelihood, decoded by Viterbi; does not convert to Hugging "
+    "Face). Unset, a tagger being continued keeps its own, a fresh head has none.",
+)
 flags.DEFINE_integer(
     "batch_size", 16, "Items per optimizer step (all replicas, all accumulation steps)."
 )
@@ -199,6 +206,7 @@ def main() -> None:
         max_answer_length=FLAGS.max_answer_length,
         n_best_size=FLAGS.n_best_size,
         tagger_lstm_units=FLAGS.tagger_lstm_units,
+        tagger_crf=FLAGS.tagger_crf,
     )
     tokenizer_dir = FLAGS.tokenizer_dir or os.path.join(FLAGS.checkpoint or "", "tokenizer")
     tokenizer = load_tokenizer(tokenizer_dir)

@@ -45,6 +45,8 @@ class FineTuningSettings:
     #: Tagging: units of each direction of a BiLSTM before the tag layer (0: none;
     #: None: a continued tagger's own, else none).
     tagger_lstm_units: int | None = None
+    #: Tagging: a CRF over the tags (None: a continued tagger's own, else none).
+    tagger_crf: bool | None = None
 
 
 @dataclasses.dataclass

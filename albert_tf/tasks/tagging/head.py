@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from albert_tf.tasks.tagging.crf import ConditionalRandomField
+
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class TokenClassifierHead(keras.layers.Layer):
@@ -18,14 +20,18 @@ class TokenClassifierHead(keras.layers.Layer):
     reads the hidden states first (the "ALBERT-BiLSTM" recipe of Chinese NER
     work): it adds the left-to-right order a small encoder has not learnt, at
     the cost of Hugging Face compatibility (such a head does not convert).
-    Sublayer names (``lstm``, ``dropout``, ``dense``) are part of the checkpoint
-    name table.
+    With ``crf=True`` the head also holds a `ConditionalRandomField`'s
+    tag-to-tag scores: the output is still the logits, which the CRF's loss
+    and Viterbi decoding then read (no Hugging Face equivalent either).
+    Sublayer names (``lstm``, ``dropout``, ``dense``, ``crf``) are part of the
+    checkpoint name table.
 
     Args:
         num_tags: tags a piece can get (BIO: 1 + 2 per entity type).
         dropout: rate before the dense layer (``classifier_dropout_prob``).
         initializer_range: stddev of the dense kernel's truncated normal.
         lstm_units: units of each direction of the LSTM; 0 for none.
+        crf: whether tags are scored and decoded as a chain (`ConditionalRandomField`).
 
     Example:
         >>> import numpy as np
@@ -43,6 +49,7 @@ class TokenClassifierHead(keras.layers.Layer):
         dropout: float,
         initializer_range: float,
         lstm_units: int = 0,
+        crf: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -52,6 +59,8 @@ class TokenClassifierHead(keras.layers.Layer):
         self.dropout = dropout
         self.initializer_range = initializer_range
         self.lstm_units = lstm_units
+        self.use_crf = bool(crf)
+        self.crf = ConditionalRandomField(num_tags, name="crf") if crf else None
         self.lstm = None
         if lstm_units:
             # No cuDNN kernel: a SavedModel exported on a GPU must still serve on CPU.
@@ -81,6 +90,8 @@ class TokenClassifierHead(keras.layers.Layer):
             self.lstm.build(sequence_output_shape)
             sequence_output_shape = (*sequence_output_shape[:-1], 2 * self.lstm_units)
         self.dense.build(sequence_output_shape)
+        if self.crf is not None:
+            self.crf.build()
         self.built = True
 
     def call(self, sequence_output, padding_mask=None, training=None):
@@ -99,5 +110,6 @@ class TokenClassifierHead(keras.layers.Layer):
             dropout=self.dropout,
             initializer_range=self.initializer_range,
             lstm_units=self.lstm_units,
+            crf=self.use_crf,
         )
         return config

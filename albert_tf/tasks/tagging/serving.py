@@ -32,7 +32,9 @@ class TaggerServingModule(tf.Module):
       ``starts``/``ends`` int32 [B, P] (−1 padded) and ``word_starts`` bool:
       what the model reads, and where each piece came from.
 
-    Entities are decoded as conlleval and seqeval decode tags (`tag_scheme`): an
+    Each word's tag is its most probable one; with a CRF head, the best chain
+    of tags over the text's words (Viterbi, windows joined). Entities are then
+    decoded as conlleval and seqeval decode tags (`tag_scheme`): an
     entity opens at ``B-X`` or ``S-X``, or at ``I-X``/``E-X`` after ``O``, after
     ``E-``/``S-`` or after another type. An empty batch
     gets empty outputs. A text past `LIMITS` fails with ``InvalidArgumentError``
@@ -115,8 +117,6 @@ class TaggerServingModule(tf.Module):
     ) -> dict[str, tf.Tensor]:
         """The entities of `serving_default` from tag probabilities [pieces of all
         texts, tags] and `pack_tagging`'s offsets."""
-        tags = tf.argmax(probabilities, -1, output_type=tf.int32)
-        confidence = tf.reduce_max(probabilities, -1)
         is_word = packed["word_starts"].flat_values
         starts = packed["piece_starts"].flat_values
         ends = packed["piece_ends"].flat_values
@@ -128,11 +128,12 @@ class TaggerServingModule(tf.Module):
         num_words = tf.reduce_sum(tf.cast(is_word, tf.int32))
         word_end = tf.math.unsorted_segment_max(ends, word_of_piece, num_words)
         first = tf.where(is_word)[:, 0]
-        tag = tf.gather(tags, first)
+        word_probabilities = tf.gather(probabilities, first)
+        tag = self._word_tags(word_probabilities, tf.gather(rows, first), nrows)
         word = {
             "start": tf.gather(starts, first),
             "row": tf.gather(rows, first),
-            "confidence": tf.gather(confidence, first),
+            "confidence": tf.gather(word_probabilities, tag, batch_dims=1),
             "type": tf.gather(self.tag_type, tag),
         }
         # conlleval's chunks: B-X and S-X open one; so does I-X or E-X after O, E-,
@@ -169,6 +170,19 @@ class TaggerServingModule(tf.Module):
             "labels": padded(tf.gather(self.entity_types, tf.gather(word["type"], heads)), ""),
             "scores": padded(per_entity(tf.math.unsorted_segment_mean, word["confidence"]), 0.0),
         }
+
+    def _word_tags(self, probabilities: tf.Tensor, rows: tf.Tensor, nrows) -> tf.Tensor:
+        """int32 [words of all texts]: each word's tag from its probabilities [words,
+        tags]; with a CRF head, the best chain over each text's words."""
+        crf = self.model.tagger_head.crf
+        if crf is None:
+            return tf.argmax(probabilities, -1, output_type=tf.int32)
+        # The smallest normal float32: a probability that underflowed to 0 stays finite.
+        scores = tf.math.log(tf.maximum(probabilities, 1.1754944e-38))
+        per_text = tf.RaggedTensor.from_value_rowids(scores, tf.cast(rows, tf.int64), nrows=nrows)
+        mask = tf.sequence_mask(per_text.row_lengths())
+        chains = crf.decode(per_text.to_tensor(), mask)
+        return tf.boolean_mask(chains, mask)
 
     @tf.function(input_signature=[_TEXT])
     def serving_default(self, text):

@@ -50,8 +50,11 @@ class TaggingTask(FineTuningTask):
                     )
                 report(name, items, part_skipped, names)
                 parts[name] = items
-        units = settings.tagger_lstm_units
-        head = {} if units is None else {"lstm_units": units}
+        head = {}
+        if settings.tagger_lstm_units is not None:
+            head["lstm_units"] = settings.tagger_lstm_units
+        if settings.tagger_crf is not None:
+            head["crf"] = settings.tagger_crf
         return TaskData(train, parts["dev"], parts["test"], skipped, names, head_options=head)
 
     def describe(self, name: str, items: list, skipped, label_names=None) -> list[str]:

@@ -1,8 +1,9 @@
 """Fine-tuning `AlbertTokenClassifier` for named entities, as Model Garden's tagging task.
 
 Cross-entropy over the BIO tags of each word's first piece (Chinese: of each
-character), a mean over those pieces; the best checkpoint by dev entity F1
-(exact spans and types, as conlleval and seqeval count them).
+character), a mean over those pieces; with a CRF head, the chain's negative
+log-likelihood instead, over the same pieces. The best checkpoint by dev entity
+F1 (exact spans and types, as conlleval and seqeval count them).
 """
 
 from __future__ import annotations
@@ -79,8 +80,12 @@ class TaggingTrainer(FineTuningTrainer):
 
     def loss_sums(self, logits, labels):
         scored = tf.cast(labels != IGNORED, tf.float32)
-        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(labels, 0), logits)
         right = tf.cast(tf.argmax(logits, -1, output_type=tf.int32) == labels, tf.float32)
+        crf = self.model.tagger_head.crf
+        if crf is not None:  # each window's chain of scored pieces, one loss per window
+            loss = -tf.reduce_sum(crf.log_likelihood(logits, labels, labels != IGNORED))
+            return loss, tf.reduce_sum(right * scored)
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(labels, 0), logits)
         return tf.reduce_sum(losses * scored), tf.reduce_sum(right * scored)
 
     def _piece_probabilities(self, encoded: list[dict]) -> tuple[list[np.ndarray], float]:
@@ -108,10 +113,32 @@ class TaggingTrainer(FineTuningTrainer):
             np.concatenate(p) if p else np.zeros((0, num_tags), np.float32) for p in per_item
         ], loss
 
-    def _entities(self, item: dict, probabilities: np.ndarray) -> list[tuple[Entity, float]]:
-        """An item's predicted entities, each with its words' mean tag probability."""
+    def _word_tags(self, encoded: list[dict], probabilities: list[np.ndarray]) -> list:
+        """Each item's tag per word: the most probable, or with a CRF head the best
+        chain over the whole text (Viterbi on log-probabilities, windows joined)."""
+        words = [p[item["word_pieces"]] for item, p in zip(encoded, probabilities, strict=True)]
+        crf = self.model.tagger_head.crf
+        if crf is None:
+            return [w.argmax(-1) for w in words]
+        chosen = []
+        for begin in range(0, len(words), self.eval_batch_size):
+            chunk = words[begin : begin + self.eval_batch_size]
+            longest = max(len(w) for w in chunk)
+            scores = np.zeros((len(chunk), longest, len(self.tag_names)), np.float32)
+            for row, w in enumerate(chunk):
+                scores[row, : len(w)] = np.log(np.maximum(w, np.finfo(np.float32).tiny))
+            lengths = np.array([len(w) for w in chunk])
+            mask = np.arange(longest)[None] < lengths[:, None]
+            best = crf.decode(scores, mask).numpy()
+            chosen += [best[row, :n] for row, n in enumerate(lengths)]
+        return chosen
+
+    def _entities(
+        self, item: dict, probabilities: np.ndarray, chosen: np.ndarray
+    ) -> list[tuple[Entity, float]]:
+        """An item's predicted entities (``chosen``: its words' tags), each with its
+        words' mean tag probability."""
         words = item["word_pieces"]
-        chosen = probabilities[words].argmax(-1)
         tags = [self.tag_names[t] for t in chosen]
         confidence = probabilities[words, chosen]
         found = []
@@ -125,7 +152,8 @@ class TaggingTrainer(FineTuningTrainer):
         """Each item's entities and their scores (mean tag probability of their words)."""
         encoded = self._encoded(data)
         probabilities, _ = self._piece_probabilities(encoded)
-        return [self._entities(e, p) for e, p in zip(encoded, probabilities, strict=True)]
+        chosen = self._word_tags(encoded, probabilities)
+        return [self._entities(*args) for args in zip(encoded, probabilities, chosen, strict=True)]
 
     def evaluate(self, data) -> dict:
         """Entity ``precision``, ``recall`` and ``f1`` (exact span and type), per
@@ -140,9 +168,10 @@ class TaggingTrainer(FineTuningTrainer):
                 "read as unlabelled text (predict() tags it)"
             )
         probabilities, loss = self._piece_probabilities(encoded)
+        chosen = self._word_tags(encoded, probabilities)
         predicted = [
-            {(e.start, e.end, e.label) for e, _ in self._entities(item, p)}
-            for item, p in zip(encoded, probabilities, strict=True)
+            {(e.start, e.end, e.label) for e, _ in self._entities(*args)}
+            for args in zip(encoded, probabilities, chosen, strict=True)
         ]
         scores = entity_scores([item["entities"] for item in encoded], predicted)
         scored = sum(int((w["tags"] != IGNORED).sum()) for e in encoded for w in e["windows"])

@@ -7,6 +7,7 @@ tensorflow_text, and the finetune command does it all from files."""
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import random
 import subprocess
@@ -310,6 +311,7 @@ def test_finetune_command_tags_from_files(tokenizer, mc_models, tmp_path):
             "--num_train_steps=6",
             "--eval_every=3",
             "--batch_size=8",
+            "--tagger_crf",
             "--progress=false",
         ],
         capture_output=True,
@@ -317,6 +319,9 @@ def test_finetune_command_tags_from_files(tokenizer, mc_models, tmp_path):
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
+    from albert_tf.checkpoints.saved_format import read_weights
+
+    assert "tagger_head/crf/transitions" in read_weights(tmp_path / "run" / "best")
     assert "skipped 2 bad input(s): {'entity_text_mismatch': 1, 'invalid_json': 1}" in run.stdout
     assert "train: " in run.stdout and "entities {'LOC':" in run.stdout
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -458,3 +463,80 @@ def test_bilstm_head_reads_each_text_alone_reloads_and_serves_alike(tokenizer, t
         assert spans == list(
             zip(got["starts"][row][:n], got["ends"][row][:n], got["labels"][row][:n], strict=True)
         )
+
+
+def test_crf_tagger_decodes_chains_alike_in_trainer_and_fresh_process(tokenizer, tmp_path):
+    # --tagger_crf: trained on the chain's likelihood, decoded by Viterbi everywhere.
+    from albert_tf.checkpoints.hf_export import export_hf
+    from albert_tf.checkpoints.saved_format import CheckpointError, load_task_model, save_model
+    from albert_tf.tasks.tagging.task import TaggingTask
+    from albert_tf.tasks.task import TaskData
+
+    keras.utils.set_random_seed(0)
+    config = tiny_config(vocab_size=tokenizer.vocabulary_size, **LEARNS)
+    model = AlbertTokenClassifier.from_albert_config(config, num_tags=7, crf=True)
+    trainer = _trainer(model, tokenizer, tmp_path, num_train_steps=60, eval_every=60)
+    before = model.tagger_head.crf.transitions.numpy().copy()
+    result = trainer.fit(_sentences(200, 0), _sentences(40, 1))
+    assert np.isfinite(result["history"][-1]["train_loss"])
+    reloaded = load_task_model(result["best_dir"], "tagging")
+    assert reloaded.crf and reloaded.num_tags == 7
+    assert not np.allclose(reloaded.tagger_head.crf.transitions.numpy(), before)  # it learned
+    data = TaskData([], None, None, collections.Counter(), TAGS)
+    assert TaggingTask().load_model(result["best_dir"], None, data).crf
+    with pytest.raises(CheckpointError, match="crf=True, not crf=False"):
+        load_task_model(result["best_dir"], "tagging", head_arguments={"crf": False})
+    with pytest.raises(Exception, match="tagger_head/crf"):
+        export_hf(str(result["best_dir"]), str(tmp_path / "hf"))
+
+    # Transitions that forbid an entity's inside after O or after another type, and
+    # push B- → B- down: chains then differ from the per-word argmax.
+    inside = {t: TAGS.index(f"I-{t}") for t in ("LOC", "ORG", "PER")}
+    transitions = np.zeros((7, 7), "float32")
+    for kind, i in inside.items():
+        for previous in range(7):
+            if TAGS[previous] not in (f"B-{kind}", f"I-{kind}"):
+                transitions[previous, i] = -30.0
+    start = np.zeros(7, "float32")
+    start[list(inside.values())] = -30.0
+    reloaded.tagger_head.crf.transitions.assign(transitions)
+    reloaded.tagger_head.crf.start.assign(start)
+    save_model(reloaded, result["best_dir"])
+    trainer.model.set_weights(reloaded.get_weights())
+
+    items = _sentences(6, 3)
+    long = TaggingExample("long", "。".join(x.text for x in items[:4]), ())
+    texts = [x.text for x in items] + [long.text, "", "李王 北京上海 动物"]
+    examples = [*items, long, *(TaggingExample(f"x{i}", t, ()) for i, t in enumerate(texts[-2:]))]
+    encoded = trainer._encoded(examples)
+    probabilities, _ = trainer._piece_probabilities(encoded)
+    chains = trainer._word_tags(encoded, probabilities)
+    greedy = [p[e["word_pieces"]].argmax(-1) for e, p in zip(encoded, probabilities, strict=True)]
+    assert any((c != g).any() for c, g in zip(chains, greedy, strict=True))
+    for chain in chains:  # no chain breaks the transitions' rules
+        assert all(start[tag] == 0 for tag in chain[:1])
+        assert all(transitions[a, b] == 0 for a, b in itertools.pairwise(chain))
+
+    path = export_saved_model(result["best_dir"], tmp_path / "exported" / "ner", version=1)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"path": path, "text": texts}))
+    run = subprocess.run(
+        [sys.executable, "-c", _SERVE, str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["albert_tf_imported"] is False and report["unregistered"] == []
+    assert report["empty"]["starts"] == [0, 0] and report["blank"]["starts"] == [[], []]
+    want = trainer.predict(examples)
+    got = report["answer"]
+    assert sum(len(e) for e in want) > 0
+    for row, entities in enumerate(want):
+        n = len(entities)
+        assert [(e.start, e.end, e.label) for e, _ in entities] == list(
+            zip(got["starts"][row][:n], got["ends"][row][:n], got["labels"][row][:n], strict=True)
+        )
+        np.testing.assert_allclose(got["scores"][row][:n], [s for _, s in entities], atol=1e-4)

@@ -1,0 +1,137 @@
+"""The tagger's CRF against brute force: every tag sequence enumerated and scored
+by its definition (start + logits + transitions + end), so that the forward
+algorithm's log-likelihood and Viterbi's best sequence are checked against
+arithmetic that shares no code with them, on chains with gaps (unscored pieces),
+empty rows and zero-length batches."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.tasks.tagging.crf import ConditionalRandomField
+
+NUM_TAGS = 3
+
+
+def _crf(seed: int, scale: float = 1.0) -> ConditionalRandomField:
+    rng = np.random.default_rng(seed)
+    crf = ConditionalRandomField(NUM_TAGS)
+    crf.build()
+    crf.transitions.assign(scale * rng.normal(size=(NUM_TAGS, NUM_TAGS)).astype("float32"))
+    crf.start.assign(scale * rng.normal(size=NUM_TAGS).astype("float32"))
+    crf.end.assign(scale * rng.normal(size=NUM_TAGS).astype("float32"))
+    return crf
+
+
+def _enumerated(crf, logits: np.ndarray) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Every tag sequence of a chain's logits [length, tags] and its score, in float64."""
+    transitions, start, end = (np.float64(v.numpy()) for v in (crf.transitions, crf.start, crf.end))
+    paths = list(itertools.product(range(NUM_TAGS), repeat=len(logits)))
+    scores = np.array(
+        [
+            start[p[0]]
+            + end[p[-1]]
+            + sum(logits[t, tag] for t, tag in enumerate(p))
+            + sum(transitions[a, b] for a, b in itertools.pairwise(p))
+            for p in paths
+        ]
+    )
+    return scores, paths
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_likelihood_and_viterbi_equal_enumeration_over_chains_with_gaps(seed):
+    rng = np.random.default_rng(seed)
+    crf = _crf(seed, scale=2.0)  # large enough transitions that Viterbi ≠ argmax
+    batch, length = 6, 7
+    logits = (2 * rng.normal(size=(batch, length, NUM_TAGS))).astype("float32")
+    mask = rng.random((batch, length)) < 0.6
+    mask[0], mask[1] = False, True  # a row with no scored piece; a row without gaps
+    tags = rng.integers(0, NUM_TAGS, (batch, length))
+    likelihood = crf.log_likelihood(logits, tags, mask).numpy()
+    decoded = crf.decode(logits, mask).numpy()
+    differs_from_argmax = False
+    for row in range(batch):
+        at = np.flatnonzero(mask[row])
+        assert (decoded[row][~mask[row]] == -1).all()
+        if not len(at):
+            assert likelihood[row] == 0.0
+            continue
+        chain = np.float64(logits[row, at])
+        scores, paths = _enumerated(crf, chain)
+        gold = scores[paths.index(tuple(tags[row, at]))]
+        log_z = np.logaddexp.reduce(scores)
+        # float32 sums of ~20 terms of magnitude ≤ 10: rounding ~1e-5 of that.
+        np.testing.assert_allclose(likelihood[row], gold - log_z, rtol=0, atol=1e-4)
+        assert tuple(decoded[row, at]) == paths[int(np.argmax(scores))]
+        differs_from_argmax |= tuple(decoded[row, at]) != tuple(chain.argmax(-1))
+    assert differs_from_argmax  # the transitions mattered somewhere
+
+
+def test_untrained_crf_is_cross_entropy_and_argmax():
+    # Zero transitions: the chain factorises into independent softmaxes, so its
+    # negative log-likelihood is the per-position cross-entropy summed.
+    rng = np.random.default_rng(3)
+    crf = ConditionalRandomField(NUM_TAGS)
+    crf.build()
+    logits = rng.normal(size=(4, 9, NUM_TAGS)).astype("float32")
+    tags = rng.integers(0, NUM_TAGS, (4, 9))
+    mask = rng.random((4, 9)) < 0.7
+    cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(tags, logits).numpy()
+    np.testing.assert_allclose(
+        -crf.log_likelihood(logits, tags, mask).numpy(),
+        (cross_entropy * mask).sum(-1),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    np.testing.assert_array_equal(
+        crf.decode(logits, mask).numpy(), np.where(mask, logits.argmax(-1), -1)
+    )
+
+
+def test_likelihoods_of_all_sequences_sum_to_one_and_gradients_flow():
+    crf = _crf(4)
+    logits = tf.Variable(np.random.default_rng(4).normal(size=(1, 4, NUM_TAGS)), dtype=tf.float32)
+    mask = np.array([[True, False, True, True]])
+    with tf.GradientTape() as tape:
+        total = tf.reduce_logsumexp(
+            [
+                crf.log_likelihood(logits, np.array([[a, 0, b, c]]), mask)[0]
+                for a, b, c in itertools.product(range(NUM_TAGS), repeat=3)
+            ]
+        )
+        loss = -crf.log_likelihood(logits, np.array([[1, 0, 2, 0]]), mask)[0]
+    np.testing.assert_allclose(total.numpy(), 0.0, atol=1e-5)
+    grad_logits, grad_transitions = tape.gradient(loss, [logits, crf.transitions])
+    # The gap's logits take no part; the scored ones and the transitions learn.
+    np.testing.assert_array_equal(grad_logits.numpy()[0, 1], 0.0)
+    assert np.abs(grad_logits.numpy()[0, [0, 2, 3]]).min() > 0
+    assert np.abs(grad_transitions.numpy()).max() > 0
+
+
+def test_empty_batches_and_zero_length_texts():
+    crf = _crf(5)
+    for batch, length in [(0, 0), (0, 3), (2, 0)]:
+        logits = np.zeros((batch, length, NUM_TAGS), "float32")
+        mask = np.zeros((batch, length), bool)
+        assert crf.decode(logits, mask).shape == (batch, length)
+        likelihood = crf.log_likelihood(logits, np.zeros((batch, length), "int32"), mask)
+        np.testing.assert_array_equal(likelihood.numpy(), np.zeros(batch))
+
+
+def test_decodes_inside_a_compiled_graph_with_unknown_shapes():
+    crf = _crf(6, scale=2.0)
+    spec = tf.TensorSpec([None, None, NUM_TAGS], tf.float32), tf.TensorSpec([None, None], tf.bool)
+    decode = tf.function(crf.decode, input_signature=spec)
+    logits = np.random.default_rng(6).normal(size=(3, 5, NUM_TAGS)).astype("float32")
+    mask = np.array([[1, 1, 1, 0, 0], [1, 0, 1, 0, 1], [0, 0, 0, 0, 0]], bool)
+    np.testing.assert_array_equal(decode(logits, mask).numpy(), crf.decode(logits, mask).numpy())
+
+
+def test_bad_sizes_are_named():
+    with pytest.raises(ValueError, match="num_tags must be >= 2"):
+        ConditionalRandomField(1)
