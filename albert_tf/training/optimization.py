@@ -4,7 +4,7 @@ Keras ships a `Lamb`, but it bias-corrects the moments and applies weight
 decay outside the trust ratio. google-research/albert's ``lamb_optimizer``
 does neither: the update is ``m / (sqrt(v) + eps) + wd · w`` and the layer-wise
 trust ratio ``‖w‖ / ‖update‖`` scales that whole update. LayerNorm parameters
-and biases get neither weight decay nor the trust ratio.
+and biases (and a tagger's CRF scores) get neither weight decay nor the trust ratio.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-# Official exclusions, matched against our variable paths.
-DEFAULT_EXCLUDE = ("layer_norm", "bias")
+# Official exclusions, matched against our variable paths; and a tagger's CRF scores
+# (tagger_head/crf/*), which start at zero: decay would pull them back to "no rule" and
+# LAMB's trust ratio ‖w‖/‖update‖ would keep them near zero.
+DEFAULT_EXCLUDE = ("layer_norm", "bias", "crf/")
 
 
 class AlbertOptimizer(keras.optimizers.Optimizer):

@@ -60,7 +60,9 @@ class TokenClassifierHead(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.lstm_units = lstm_units
         self.use_crf = bool(crf)
-        self.crf = ConditionalRandomField(num_tags, name="crf") if crf else None
+        self.crf = None
+        if crf:
+            self.crf = ConditionalRandomField(num_tags, dtype=self.dtype_policy, name="crf")
         self.lstm = None
         if lstm_units:
             # No cuDNN kernel: a SavedModel exported on a GPU must still serve on CPU.

@@ -59,6 +59,7 @@ class TaggingTrainer(FineTuningTrainer):
                 f"{list(tag_names)}"
             )
         self.tag_names = list(tag_names)
+        self._decode = None
 
     def encode(self, items: Sequence[TaggingExample]) -> list[dict]:
         return encode_tagging(items, self.tokenizer, self.max_seq_length, self.tag_names)
@@ -120,6 +121,11 @@ class TaggingTrainer(FineTuningTrainer):
         crf = self.model.tagger_head.crf
         if crf is None:
             return [w.argmax(-1) for w in words]
+        if self._decode is None:  # one graph for every batch, not eager step by step
+            spec = tf.TensorSpec([None, None, len(self.tag_names)], tf.float32)
+            self._decode = tf.function(
+                crf.decode, input_signature=[spec, tf.TensorSpec([None, None], tf.bool)]
+            )
         chosen = []
         for begin in range(0, len(words), self.eval_batch_size):
             chunk = words[begin : begin + self.eval_batch_size]
@@ -129,7 +135,7 @@ class TaggingTrainer(FineTuningTrainer):
                 scores[row, : len(w)] = np.log(np.maximum(w, np.finfo(np.float32).tiny))
             lengths = np.array([len(w) for w in chunk])
             mask = np.arange(longest)[None] < lengths[:, None]
-            best = crf.decode(scores, mask).numpy()
+            best = self._decode(scores, mask).numpy()
             chosen += [best[row, :n] for row, n in enumerate(lengths)]
         return chosen
 

@@ -135,3 +135,24 @@ def test_decodes_inside_a_compiled_graph_with_unknown_shapes():
 def test_bad_sizes_are_named():
     with pytest.raises(ValueError, match="num_tags must be >= 2"):
         ConditionalRandomField(1)
+
+
+def test_lamb_neither_decays_nor_trust_scales_the_crf_scores():
+    # Zero at first, so LAMB's trust ratio ‖w‖/‖update‖ would hold them at ~0. Exempt,
+    # they take plain (uncorrected) Adam steps: with gradient 1, m/sqrt(v) is
+    # 0.1/sqrt(0.001) = 3.1623 at step 1 and 0.19/sqrt(0.001999) = 4.2497 at step 2.
+    import keras
+
+    from albert_tf.training.optimization import AlbertOptimizer
+
+    crf = ConditionalRandomField(NUM_TAGS, name="crf")
+    crf.build()
+    kernel = keras.Variable(np.ones((2, 2), "float32"), name="kernel")
+    optimizer = AlbertOptimizer(learning_rate=0.01, weight_decay_rate=0.01, epsilon=0.0)
+    variables = [crf.transitions, crf.start, crf.end, kernel]
+    for _ in range(2):
+        optimizer.apply([np.ones(v.shape, "float32") for v in variables], variables)
+    for v in variables[:3]:
+        np.testing.assert_allclose(v.numpy(), -0.01 * (3.16228 + 4.24968), rtol=1e-4)
+    # A kernel still gets the trust ratio: it moves by lr × ‖w‖ per step, so 1 → 0.99².
+    np.testing.assert_allclose(kernel.numpy(), 0.99**2, rtol=1e-4)

@@ -390,10 +390,15 @@ def test_refused_input_is_named(tokenizer, mc_models, tmp_path):
     assert len(trainer.predict(unlabelled)) == 1  # predict() tags unannotated text
 
 
-def test_tagger_trains_with_xla(tokenizer, tmp_path):
-    # Under XLA the ids are padded to a multiple of 64; the per-piece tags must follow.
+@pytest.mark.parametrize("crf", [False, True], ids=["softmax", "crf"])
+def test_tagger_trains_with_xla(tokenizer, tmp_path, crf):
+    # Under XLA the ids are padded to a multiple of 64; the per-piece tags must follow
+    # (a CRF's chain skips the padding: argsort and scan inside the compiled step).
+    model = _model(tokenizer)
+    if crf:
+        model = AlbertTokenClassifier(model.backbone, num_tags=7, crf=True)
     trainer = _trainer(
-        _model(tokenizer), tokenizer, tmp_path, jit_compile=True, num_train_steps=2, eval_every=2
+        model, tokenizer, tmp_path, jit_compile=True, num_train_steps=2, eval_every=2
     )
     result = trainer.fit(_sentences(16, 6), _sentences(8, 7))
     assert result["steps"] == 2 and np.isfinite(result["history"][-1]["train_loss"])
@@ -540,3 +545,4 @@ def test_crf_tagger_decodes_chains_alike_in_trainer_and_fresh_process(tokenizer,
             zip(got["starts"][row][:n], got["ends"][row][:n], got["labels"][row][:n], strict=True)
         )
         np.testing.assert_allclose(got["scores"][row][:n], [s for _, s in entities], atol=1e-4)
+        assert got["labels"][row][n:] == [""] * (len(got["labels"][row]) - n)
