@@ -136,7 +136,8 @@ TAGGED = [
 
 
 def equal_tagging() -> dict:
-    """One tagging step on one replica and on two, on the same four texts."""
+    """One tagging step on one replica and on two, on the same four texts; with a
+    softmax head and with a CRF (a loss per window, not per piece)."""
     from albert_tf.tasks.tagging.data import Entity, TaggingExample, tag_names
     from albert_tf.tasks.tagging.model import AlbertTokenClassifier
     from albert_tf.tasks.tagging.trainer import TaggingTrainer
@@ -155,11 +156,16 @@ def equal_tagging() -> dict:
     ]
     tags = tag_names(["LOC", "PER"])
     results = {}
-    for name, strategy in (("one", ONE), ("two", MIRRORED)):
+    runs = [
+        (name + suffix, strategy, crf)
+        for suffix, crf in (("", False), ("_crf", True))
+        for name, strategy in (("one", ONE), ("two", MIRRORED))
+    ]
+    for name, strategy, crf in runs:
         config = tiny_albert(wordpiece.vocabulary_size, **NO_DROPOUT)
         keras.utils.set_random_seed(0)
         with strategy.scope():
-            model = AlbertTokenClassifier.from_albert_config(config, num_tags=len(tags))
+            model = AlbertTokenClassifier.from_albert_config(config, num_tags=len(tags), crf=crf)
         trainer = TaggingTrainer(
             model,
             wordpiece,

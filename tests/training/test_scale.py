@@ -72,11 +72,14 @@ def test_a_replica_with_an_empty_slice_adds_nothing(results, budget):
     assert two["applied"] == 1.0
 
 
-def test_a_tagging_step_is_the_same_on_one_replica_and_two(results, budget):
+@pytest.mark.parametrize("head", ["", "_crf"], ids=["softmax", "crf"])
+def test_a_tagging_step_is_the_same_on_one_replica_and_two(results, budget, head):
     # The loss is a mean over the global batch's scored pieces, and the two replicas
     # hold unequal numbers of them: a mean of per-replica means would weight them
     # otherwise, which the gradient norm shows (the loss sums would still agree).
-    one, two = results["equal_tagging"]["one"], results["equal_tagging"]["two"]
+    # A CRF's loss is one chain per window, summed, then divided the same way.
+    tagging = results["equal_tagging"]
+    one, two = tagging[f"one{head}"], tagging[f"two{head}"]
     first, second = one["scored_per_half"]
     assert first != second and first > 0 and second > 0
     assert one["examples"] == two["examples"] == 4  # texts, each one window
