@@ -12,6 +12,40 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from helpers.testing_utils import BUILDS_ENV, build_lock  # noqa: E402
 
+#: The files that take longest (one to seven minutes each on 2 cores, mostly one module
+#: fixture or a chain of subprocesses), handed to the two workers first. Under
+#: ``--dist loadfile`` a file runs whole on one worker, and pytest-xdist otherwise hands
+#: out files with the most tests first: these few-test files then started last and kept
+#: one worker busy minutes after the other had finished (`pytest_configure` turns that
+#: reordering off). The first two need no shared model build, so neither worker starts by
+#: waiting for the other's.
+HEAVY_FIRST = (
+    "tests/training/pretraining/test_faults.py",
+    "tests/training/test_scale.py",
+    "tests/test_cpu_kinds.py",
+    "tests/apps/test_multiple_choice_app.py",
+    "tests/serving/test_precision.py",
+    "tests/tasks/tagging/test_tagging.py",
+    "tests/cli/test_pretrain_command.py",
+    "tests/serving/test_hostile_batches.py",
+    "tests/checkpoints/test_hf_parity.py",
+    "tests/apps/test_classification_app.py",
+    "tests/apps/test_tagging_app.py",
+    "tests/apps/test_question_answering_app.py",
+)
+
+
+def pytest_configure(config):
+    # pytest-xdist's --no-loadscope-reorder, set here rather than in addopts: a run
+    # without pytest-xdist (the TPU install route pins no xdist) would reject the flag.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: i for i, path in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
 
 @pytest.fixture(scope="session")
 def shared_builds(tmp_path_factory) -> Path:
