@@ -65,7 +65,7 @@ def mc_models(shared_builds):
     see helpers/mc_helpers.py)."""
     from helpers.mc_helpers import models
 
-    with build_lock(shared_builds):
+    with build_lock(shared_builds, "mc_models"):
         return models(shared_builds)
 
 

@@ -38,7 +38,7 @@ def classifier_models(shared_builds):
     from helpers.classifier_helpers import models
     from helpers.testing_utils import build_lock
 
-    with build_lock(shared_builds):
+    with build_lock(shared_builds, "classifier_models"):
         return models(shared_builds)
 
 
@@ -48,7 +48,7 @@ def tagger_models(shared_builds):
     from helpers.tagger_helpers import models
     from helpers.testing_utils import build_lock
 
-    with build_lock(shared_builds):
+    with build_lock(shared_builds, "tagger_models"):
         return models(shared_builds)
 
 
@@ -58,5 +58,5 @@ def reader_models(shared_builds):
     from helpers.reader_helpers import models
     from helpers.testing_utils import build_lock
 
-    with build_lock(shared_builds):
+    with build_lock(shared_builds, "reader_models"):
         return models(shared_builds)

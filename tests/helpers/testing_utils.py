@@ -22,12 +22,13 @@ BUILDS_ENV = "ALBERT_TF_TEST_BUILDS"
 
 
 @contextlib.contextmanager
-def build_lock(root: pathlib.Path) -> Iterator[None]:
-    """One builder at a time across processes (pytest-xdist workers, a nested
-    pass); the others then find its result: the builders skip what a ``done``
-    marker says is there."""
+def build_lock(root: pathlib.Path, name: str) -> Iterator[None]:
+    """One builder of ``name`` at a time across processes (pytest-xdist workers, a
+    nested pass); the others then find its result: the builders skip what a
+    ``done`` marker says is there. One lock per build (each writes only its own
+    folder ``root/name``), so two workers build two different things at once."""
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".build.lock", "w") as lock:
+    with open(root / f".build-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
