@@ -44,7 +44,7 @@ from exported_models import (  # noqa: E402
 
 TRAIN_COMMAND = (
     "python -m albert_tf.finetune --flagfile=configs/tag_zh_peoples_daily.flags"
-    "   # about 25 minutes on 2 CPU cores"
+    "   # about 35 minutes on 2 CPU cores"
 )
 # Longer input is cut with a note (the SavedModel itself refuses 20,000 characters).
 MAX_TEXT_CHARS = 5000
