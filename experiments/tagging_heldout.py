@@ -1,23 +1,28 @@
 """An exported tagger re-scored on its held-out test sentences, beside the gazetteer.
 
 The question: what does a People's Daily tagger score on test sentences that no
-stage of its training saw? Fine-tuning holds out its test split, but the shipped
-Chinese encoder was pretrained on raw text of the same month of the newspaper, so
-some test sentences were read (never their labels) during pretraining. This
-re-splits the tagging file as ``finetune --split=0.8,0.1,0.1`` splits it
-(`split_examples`, seed 0), sends the test sentences through the exported
+stage of its training read? Fine-tuning holds out its test split by id, but the file
+repeats some sentences under other ids, and the shipped Chinese encoder was
+pretrained on raw text of the same month of the newspaper: some test sentences were
+read (never their labels) in fine-tuning or in pretraining. This re-splits the
+tagging file as ``finetune --split=0.8,0.1,0.1`` splits it (labelled items,
+`split_examples`, ``--split_seed``), sends the test sentences through the exported
 SavedModel's ``serving_default`` (what TF Serving runs) and scores entities
-(`entity_scores`, seqeval's definition) on all of them and on those whose text is
-not in the pretraining text; the gazetteer of the training entities (longest
-match) is scored on the same sentences::
+(`entity_scores`, seqeval's definition) on all of them, on those whose text is not in
+the pretraining text, and on those whose text is neither there nor a training
+sentence; the gazetteer of the training entities (longest match) is scored on the
+same sentences::
 
     python -m experiments.tagging_heldout \\
         --export=models/exported/albert_ner_zh/1 \\
         --pretraining_text=runs/demo_models/zh/data/pretrain.jsonl
 
-``--pretraining_text`` is the JSON Lines the demo's ``prepare`` stage writes (one
-document per line, ``{"sentences": [...]}``; ``python -m albert_tf.demo_models
---stages=prepare`` rebuilds it). Prints the report; ``--output`` also writes it.
+``--pretraining_text`` is the JSON Lines the demo's ``prepare`` stage wrote for the
+encoder (one document per line, ``{"sentences": [...]}``); the encoder's
+``card.json`` gives the command (``python -m albert_tf.demo_models --languages=zh
+--pretrain_on_finetune_text --stages=prepare --work_dir=runs/demo_models``).
+Unlike the other experiments it has no ``--smoke`` and writes no results file of its
+own: it prints the report, and ``--output`` also writes it.
 """
 
 from __future__ import annotations
@@ -90,23 +95,41 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(
             f"{args.export} holds no saved_model.pb: give an export's version folder (EXPORT_DIR/1)"
         )
+    for flag, path in (("--data", args.data), ("--pretraining_text", args.pretraining_text)):
+        if path and not os.path.isfile(path):
+            raise SystemExit(f"{flag}: no file {path}")
+    try:
+        fractions = [float(x) for x in args.split.split(",")]
+    except ValueError:
+        fractions = []
+    if len(fractions) != 3:
+        raise SystemExit(f"--split: train, dev and test fractions (0.8,0.1,0.1), got {args.split}")
+    seen = pretraining_sentences(args.pretraining_text) if args.pretraining_text else None
     items, _ = read_tagging([args.data])
     items = [item for item in items if item.labelled]
-    train, _, test = split_examples(items, [0.8, 0.1, 0.1], seed=0)
+    train, _, test = split_examples(items, fractions, seed=args.split_seed)
     gold = [{(e.start, e.end, e.label) for e in item.entities} for item in test]
     start = time.perf_counter()
     tagger = exported_entities(args.export, [item.text for item in test])
     seconds = time.perf_counter() - start
     gazetteer = Gazetteer.from_examples(train)
     listed = [{(e.start, e.end, e.label) for e in gazetteer.find(x.text)} for x in test]
+    trained = {item.text for item in train}
     parts = {"all": list(range(len(test)))}
-    if args.pretraining_text:
-        seen = pretraining_sentences(args.pretraining_text)
+    if seen is not None:
         parts["unseen_by_pretraining"] = [i for i, x in enumerate(test) if x.text not in seen]
+        parts["unread"] = [
+            i for i, x in enumerate(test) if x.text not in seen and x.text not in trained
+        ]
     report: dict[str, Any] = {
         "export": args.export,
         "data": args.data,
-        "split": {"train": len(train), "test": len(test)},
+        "pretraining_text": args.pretraining_text or None,
+        "pretraining_sentences": None if seen is None else len(seen),
+        "split": {"fractions": fractions, "seed": args.split_seed},
+        "train": len(train),
+        "test": len(test),
+        "test_texts_in_train": sum(x.text in trained for x in test),
         "machine": machine_info(),
         "serving_seconds": round(seconds, 1),
     }
@@ -123,6 +146,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--export", required=True, help="the SavedModel's version folder")
     parser.add_argument("--data", default=DATA, help="the tagging file fine-tuning split")
+    parser.add_argument("--split", default="0.8,0.1,0.1", help="finetune's --split")
+    parser.add_argument("--split_seed", type=int, default=0, help="finetune's --split_seed")
     parser.add_argument(
         "--pretraining_text", default="", help="the encoder's pretraining JSON Lines"
     )
