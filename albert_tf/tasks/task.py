@@ -47,6 +47,8 @@ class FineTuningSettings:
     tagger_lstm_units: int | None = None
     #: Tagging: a CRF over the tags (None: a continued tagger's own, else none).
     tagger_crf: bool | None = None
+    #: Tagging: the peak learning rate of a CRF's scores (None: the run's).
+    tagger_crf_learning_rate: float | None = None
 
 
 @dataclasses.dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import keras
 import tensorflow as tf
@@ -32,6 +32,9 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
         beta_1, beta_2, epsilon: moment decay rates and denominator epsilon.
         layer_adaptation: scale each variable's update by ‖w‖/‖update‖ (LAMB).
         exclude: substrings of variable paths exempt from decay and adaptation.
+        learning_rate_multipliers: substrings of variable paths → a factor on the
+            learning rate of the variables they match (the first that matches), such
+            as a CRF's scores, which learn nothing at a base-size model's rate.
         bias_correction: divide the moments by ``1 - beta**t`` (Adam's correction;
             Hugging Face's and Model Garden's AdamW do). Off by default, as the
             official optimizer: early updates are then ``(1 - beta_1**t) /
@@ -73,6 +76,7 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
         layer_adaptation: bool = True,
         exclude: Sequence[str] = DEFAULT_EXCLUDE,
         bias_correction: bool = False,
+        learning_rate_multipliers: Mapping[str, float] | None = None,
         name: str | None = None,
         **kwargs,
     ):
@@ -87,6 +91,7 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
         self.epsilon = epsilon
         self.layer_adaptation = layer_adaptation
         self.bias_correction = bias_correction
+        self.learning_rate_multipliers = dict(learning_rate_multipliers or {})
         self.exclude = tuple(exclude)
         self._exclude_re = re.compile("|".join(map(re.escape, self.exclude))) if exclude else None
         self._gradients_reduced = False
@@ -121,6 +126,10 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
         self._adapts = [
             self._exclude_re is None or not self._exclude_re.search(v.path) for v in var_list
         ]
+        self._rate_factors = [
+            next((f for part, f in self.learning_rate_multipliers.items() if part in v.path), 1.0)
+            for v in var_list
+        ]
 
     def update_step(self, gradient, variable, learning_rate):
         lr = ops.cast(learning_rate, variable.dtype)
@@ -130,6 +139,8 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
             gradient = tf.convert_to_tensor(gradient)
         gradient = ops.cast(gradient, variable.dtype)
         index = self._get_variable_index(variable)
+        if self._rate_factors[index] != 1.0:
+            lr = lr * self._rate_factors[index]
         m, v = self._m[index], self._v[index]
         self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * gradient)
         self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient))
@@ -161,6 +172,7 @@ class AlbertOptimizer(keras.optimizers.Optimizer):
             layer_adaptation=self.layer_adaptation,
             exclude=list(self.exclude),
             bias_correction=self.bias_correction,
+            learning_rate_multipliers=dict(self.learning_rate_multipliers),
         )
         return config
 
@@ -221,6 +233,7 @@ def build_optimizer(
     optimizer: str,
     precision: str,
     bias_correction: bool = False,
+    learning_rate_multipliers: Mapping[str, float] | None = None,
 ) -> keras.optimizers.Optimizer:
     """LAMB (``optimizer="lamb"``) or AdamW with linear warm-up and polynomial decay;
     float16 wraps it in dynamic loss scaling. Every training loop builds its optimizer
@@ -233,6 +246,7 @@ def build_optimizer(
         weight_decay_rate=weight_decay_rate,
         layer_adaptation=optimizer == "lamb",
         bias_correction=bias_correction,
+        learning_rate_multipliers=learning_rate_multipliers,
     )
     if precision == "float16":
         return keras.optimizers.LossScaleOptimizer(built)

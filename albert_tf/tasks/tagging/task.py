@@ -72,6 +72,15 @@ class TaggingTask(FineTuningTask):
         return load_task_model(directory, self.spec, dtype=dtype, head_arguments=fresh)
 
     def trainer(self, model, tokenizer, data: TaskData, settings: FineTuningSettings, **common):
+        rate = settings.tagger_crf_learning_rate
+        if rate is not None:
+            if not model.crf:
+                raise ValueError(
+                    "--tagger_crf_learning_rate is the rate of a CRF head's scores, and this "
+                    "tagger has no CRF: add --tagger_crf (a fresh head) or drop the flag"
+                )
+            # A factor on the schedule: the CRF warms up and decays with the rest.
+            common["learning_rate_multipliers"] = {"crf/": rate / common["learning_rate"]}
         return self.spec.load("trainer")(model, tokenizer, tag_names=data.label_names, **common)
 
     def extra_scores(self, best, test: list, train: list, log: Callable[[str], None]) -> dict:

@@ -96,6 +96,8 @@ class FineTuningTrainer:
         warmup_proportion: fraction of steps with linear warm-up.
         optimizer: ``"adamw"`` (official fine-tuning default) or ``"lamb"``.
         adam_bias_correction: Adam's moment bias correction (`AlbertOptimizer`).
+        learning_rate_multipliers: factors on the learning rate of the variables whose
+            paths hold each key (`AlbertOptimizer`), e.g. ``{"crf/": 100.0}``.
         eval_every: steps between dev evaluations (and at the end).
         patience: evaluations without improvement before stopping (0: never stop).
         seed: shuffling seed.
@@ -143,6 +145,7 @@ class FineTuningTrainer:
         optimizer: str = "adamw",
         weight_decay_rate: float = 0.01,
         adam_bias_correction: bool = False,
+        learning_rate_multipliers: dict[str, float] | None = None,
         eval_every: int = 500,
         patience: int = 5,
         seed: int = 0,
@@ -204,6 +207,7 @@ class FineTuningTrainer:
         self.num_train_steps, self.warmup_proportion = num_train_steps, warmup_proportion
         self.optimizer_name, self.weight_decay_rate = optimizer, weight_decay_rate
         self.adam_bias_correction = adam_bias_correction
+        self.learning_rate_multipliers = dict(learning_rate_multipliers or {})
         self.eval_every, self.patience, self.seed = eval_every, patience, seed
         self.progress, self.language = progress, language
         self.fused_kernels = fused_kernels
@@ -292,6 +296,7 @@ class FineTuningTrainer:
                 optimizer=self.optimizer_name,
                 precision=self.precision,
                 bias_correction=self.adam_bias_correction,
+                learning_rate_multipliers=self.learning_rate_multipliers,
             )
             return TaskSteps(
                 self,
@@ -341,18 +346,26 @@ class FineTuningTrainer:
         return tf.data.Dataset.from_generator(epochs, output_signature=self.batch_spec).prefetch(2)
 
     def settings(self) -> dict:
-        return self.task_settings() | {
-            "max_seq_length": self.max_seq_length,
-            "batch_size": self.batch_size,
-            "learning_rate": self.learning_rate,
-            "optimizer": self.optimizer_name,
-            "adam_bias_correction": self.adam_bias_correction,
-            "warmup_proportion": self.warmup_proportion,
-            "seed": self.seed,
-            "language": self.language,
-            "precision": self.precision,
-            "gradient_accumulation_steps": self.gradient_accumulation_steps,
-        }
+        return (
+            self.task_settings()
+            | {
+                "max_seq_length": self.max_seq_length,
+                "batch_size": self.batch_size,
+                "learning_rate": self.learning_rate,
+                "optimizer": self.optimizer_name,
+                "adam_bias_correction": self.adam_bias_correction,
+                "warmup_proportion": self.warmup_proportion,
+                "seed": self.seed,
+                "language": self.language,
+                "precision": self.precision,
+                "gradient_accumulation_steps": self.gradient_accumulation_steps,
+            }
+            | (
+                {"learning_rate_multipliers": self.learning_rate_multipliers}
+                if self.learning_rate_multipliers
+                else {}
+            )
+        )
 
     def save(self, directory: str, metrics: dict) -> None:
         save_model(self.model, directory, tokenizer=self.tokenizer)

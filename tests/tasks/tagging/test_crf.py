@@ -156,3 +156,50 @@ def test_lamb_neither_decays_nor_trust_scales_the_crf_scores():
         np.testing.assert_allclose(v.numpy(), -0.01 * (3.16228 + 4.24968), rtol=1e-4)
     # A kernel still gets the trust ratio: it moves by lr × ‖w‖ per step, so 1 → 0.99².
     np.testing.assert_allclose(kernel.numpy(), 0.99**2, rtol=1e-4)
+
+
+def test_a_crf_learning_rate_scales_only_the_crf_and_needs_a_crf(tmp_path):
+    # AdamW (no trust ratio), gradient 1, weight decay 0.01, a factor 10 on "crf/":
+    # the CRF (exempt from decay) moves 10 lr (3.16228 + 4.24968); the kernel moves
+    # lr (3.16228 + 0.01 w0), then lr (4.24968 + 0.01 w1), its decay included.
+    import keras
+
+    from albert_tf.training.optimization import AlbertOptimizer
+
+    crf = ConditionalRandomField(NUM_TAGS, name="crf")
+    crf.build()
+    kernel = keras.Variable(np.ones((2, 2), "float32"), name="kernel")
+    optimizer = AlbertOptimizer(
+        learning_rate=0.01,
+        weight_decay_rate=0.01,
+        epsilon=0.0,
+        layer_adaptation=False,
+        learning_rate_multipliers={"crf/": 10.0},
+    )
+    variables = [crf.transitions, kernel]
+    for _ in range(2):
+        optimizer.apply([np.ones(v.shape, "float32") for v in variables], variables)
+    np.testing.assert_allclose(crf.transitions.numpy(), -0.1 * (3.16228 + 4.24968), rtol=1e-4)
+    w1 = 1 - 0.01 * (3.16228 + 0.01)
+    np.testing.assert_allclose(kernel.numpy(), w1 - 0.01 * (4.24968 + 0.01 * w1), rtol=1e-5)
+    assert AlbertOptimizer.from_config(optimizer.get_config()).learning_rate_multipliers == {
+        "crf/": 10.0
+    }
+
+    # finetune --tagger_crf_learning_rate on a tagger without a CRF: named, not ignored.
+    import collections
+
+    from albert_tf.config import AlbertConfig
+    from albert_tf.tasks.tagging.model import AlbertTokenClassifier
+    from albert_tf.tasks.tagging.task import TaggingTask
+    from albert_tf.tasks.task import FineTuningSettings, TaskData
+
+    config = AlbertConfig(
+        vocab_size=50, hidden_size=16, embedding_size=8, num_hidden_layers=1,
+        num_attention_heads=2, intermediate_size=32,
+    )  # fmt: skip
+    plain = AlbertTokenClassifier.from_albert_config(config, num_tags=3)
+    data = TaskData([], None, None, collections.Counter(), ["O", "B-X", "I-X"])
+    settings = FineTuningSettings(train_files=[], tagger_crf_learning_rate=1e-3)
+    with pytest.raises(ValueError, match="this tagger has no CRF: add --tagger_crf"):
+        TaggingTask().trainer(plain, None, data, settings, learning_rate=1e-5)

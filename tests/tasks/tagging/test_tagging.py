@@ -312,6 +312,7 @@ def test_finetune_command_tags_from_files(tokenizer, mc_models, tmp_path):
             "--eval_every=3",
             "--batch_size=8",
             "--tagger_crf",
+            "--tagger_crf_learning_rate=1e-2",
             "--progress=false",
         ],
         capture_output=True,
@@ -319,9 +320,12 @@ def test_finetune_command_tags_from_files(tokenizer, mc_models, tmp_path):
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    from albert_tf.checkpoints.saved_format import read_weights
+    from albert_tf.checkpoints.saved_format import read_finetune_settings, read_weights
 
     assert "tagger_head/crf/transitions" in read_weights(tmp_path / "run" / "best")
+    # The CRF's own rate, 1e-2 against the run's default 1e-5: a factor of 1,000.
+    factors = read_finetune_settings(tmp_path / "run" / "best")["learning_rate_multipliers"]
+    assert factors == {"crf/": pytest.approx(1000.0)}
     assert "skipped 2 bad input(s): {'entity_text_mismatch': 1, 'invalid_json': 1}" in run.stdout
     assert "train: " in run.stdout and "entities {'LOC':" in run.stdout
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
