@@ -214,17 +214,9 @@ print(json.dumps(report))
 )
 
 
-def test_saved_model_finds_the_trainers_entities_in_a_fresh_process(tagger, tmp_path):
-    trainer, result, _ = tagger
-    path = export_saved_model(result["best_dir"], tmp_path / "exported" / "ner", version=1)
-    extra = tmp_path / "exported/ner/1/assets.extra"
-    assert json.loads((extra / "labels.json").read_text()) == TAGS
-    metadata = json.loads((extra / "albert_tf.json").read_text())
-    assert metadata["task"] == "tagging" and metadata["limits"]["max_text_chars"] == 20000
-    items = _sentences(6, 3)
-    # Longer than one window of 22 pieces: entities in the second window count too.
-    long = TaggingExample("long", "。".join(x.text for x in items[:4]), ())
-    texts = [x.text for x in items] + [long.text, "", "no entity here"]
+def _served(path: str, texts: list[str], tmp_path) -> dict:
+    """`_SERVE`'s report on ``texts`` from the export at ``path``, in a fresh process
+    that imports only tensorflow and tensorflow_text and registers every op."""
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"path": path, "text": texts}))
     run = subprocess.run(
@@ -237,6 +229,21 @@ def test_saved_model_finds_the_trainers_entities_in_a_fresh_process(tagger, tmp_
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert report["albert_tf_imported"] is False and report["unregistered"] == []
+    return report
+
+
+def test_saved_model_finds_the_trainers_entities_in_a_fresh_process(tagger, tmp_path):
+    trainer, result, _ = tagger
+    path = export_saved_model(result["best_dir"], tmp_path / "exported" / "ner", version=1)
+    extra = tmp_path / "exported/ner/1/assets.extra"
+    assert json.loads((extra / "labels.json").read_text()) == TAGS
+    metadata = json.loads((extra / "albert_tf.json").read_text())
+    assert metadata["task"] == "tagging" and metadata["limits"]["max_text_chars"] == 20000
+    items = _sentences(6, 3)
+    # Longer than one window of 22 pieces: entities in the second window count too.
+    long = TaggingExample("long", "。".join(x.text for x in items[:4]), ())
+    texts = [x.text for x in items] + [long.text, "", "no entity here"]
+    report = _served(path, texts, tmp_path)
     assert report["tf_text"]  # the in-graph tokenizer's ops
     best = TaggingTrainer(
         AlbertTokenClassifier.from_config(trainer.model.get_config()),
@@ -450,18 +457,7 @@ def test_bilstm_head_reads_each_text_alone_reloads_and_serves_alike(tokenizer, t
 
     items = _sentences(6, 3)
     path = export_saved_model(result["best_dir"], tmp_path / "exported" / "ner", version=1)
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"path": path, "text": [x.text for x in items]}))
-    run = subprocess.run(
-        [sys.executable, "-c", _SERVE, str(spec)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads(run.stdout.strip().splitlines()[-1])
-    assert report["albert_tf_imported"] is False and report["unregistered"] == []
+    report = _served(path, [x.text for x in items], tmp_path)
     trainer.model.set_weights(reloaded.get_weights())
     want = trainer.predict(items)
     got = report["answer"]
@@ -527,18 +523,7 @@ def test_crf_tagger_decodes_chains_alike_in_trainer_and_fresh_process(tokenizer,
         assert all(transitions[a, b] == 0 for a, b in itertools.pairwise(chain))
 
     path = export_saved_model(result["best_dir"], tmp_path / "exported" / "ner", version=1)
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"path": path, "text": texts}))
-    run = subprocess.run(
-        [sys.executable, "-c", _SERVE, str(spec)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads(run.stdout.strip().splitlines()[-1])
-    assert report["albert_tf_imported"] is False and report["unregistered"] == []
+    report = _served(path, texts, tmp_path)
     assert report["empty"]["starts"] == [0, 0] and report["blank"]["starts"] == [[], []]
     want = trainer.predict(examples)
     got = report["answer"]
