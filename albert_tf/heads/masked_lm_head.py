@@ -6,6 +6,7 @@ import weakref
 from typing import Any
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from albert_tf.activations import get_activation
@@ -135,10 +136,9 @@ class MaskedLMHead(keras.layers.Layer):
     def call(self, sequence_output, mask_positions=None):
         x = sequence_output
         if mask_positions is not None:
-            # [B, S, H] gathered at [B, P] -> [B, P, H]
-            x = ops.take_along_axis(
-                x, ops.expand_dims(ops.cast(mask_positions, "int32"), -1), axis=1
-            )
+            # [B, S, H] gathered at [B, P] -> [B, P, H]: one gather per row, not
+            # take_along_axis's [B, P, H] index tensor broadcast from [B, P].
+            x = tf.gather(x, tf.cast(mask_positions, tf.int32), axis=1, batch_dims=1)
         x = self.layer_norm(self.dense(x))  # [B, P, E] (brightmart: [B, P, H])
         if self._tied_projection is not None:
             projection = self._tied_projection()

@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from albert_tf import kernels
-from albert_tf.activations import gelu_new
+from albert_tf.activations import gelu_new, gelu_new_recomputed
 from albert_tf.layers.implementations import STOCK, Implementation
 
 
@@ -44,8 +44,10 @@ class AlbertDense(keras.layers.Dense):
         self.serving_projection = projection
 
     def call(self, inputs, training=None):
-        fused_gelu = self.implementation.fused_kernels and self.activation is gelu_new
-        if self.serving_projection is None and not fused_gelu:
+        gelu = self.activation is gelu_new
+        fused_gelu = gelu and self.implementation.fused_kernels
+        recomputed_gelu = gelu and self.implementation.recompute_elementwise
+        if self.serving_projection is None and not (fused_gelu or recomputed_gelu):
             return super().call(inputs, training=training)
         if self.serving_projection is not None:
             outputs = self.serving_projection(inputs)
@@ -55,4 +57,6 @@ class AlbertDense(keras.layers.Dense):
                 outputs = ops.add(outputs, self.bias)
         if fused_gelu and kernels.supports(outputs):
             return kernels.gelu_tanh(outputs)  # one kernel each way, not ~18 ops
+        if recomputed_gelu:
+            return gelu_new_recomputed(outputs)  # keeps its input only, for XLA
         return self.activation(outputs) if self.activation is not None else outputs

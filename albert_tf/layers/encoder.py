@@ -6,9 +6,11 @@ import dataclasses
 from typing import Any
 
 import keras
+import tensorflow as tf
 
 from albert_tf.config import SHARE_MODES, SHARED_BLOCKS, group_of_layer
 from albert_tf.layers.transformer_layer import AlbertTransformerLayer
+from albert_tf.layers.walk import distinct_layers
 
 # A block's identity: ("group", g, k) is shared by every layer of group g;
 # ("layer", i, k) belongs to layer i alone. k is the inner-group index.
@@ -159,10 +161,19 @@ class AlbertEncoder(keras.layers.Layer):
             layer.build(x_shape)
         self.built = True
 
+    #: What a training call recomputes in the backward pass instead of keeping
+    #: (`RECOMPUTE_MODES`); set for a model by `set_recompute`.
+    recompute: str = "none"
+
     def call(self, x, padding_mask=None, output_hidden_states=False, training=None):
         hidden_states = [x]
+        recompute = self.recompute == "layer" and bool(training)
         for index in self._slot_to_layer:
-            x = self.transformer_layers[index](x, padding_mask=padding_mask, training=training)
+            layer = self.transformer_layers[index]
+            if recompute:
+                x = _recomputed(layer, padding_mask)(x)
+            else:
+                x = layer(x, padding_mask=padding_mask, training=training)
             hidden_states.append(x)
         return hidden_states if output_hidden_states else x
 
@@ -195,3 +206,47 @@ class AlbertEncoder(keras.layers.Layer):
             initializer_range=first.kernel_initializer.stddev,
         )
         return config
+
+
+#: ``none``: autodiff keeps what each layer's backward needs; ``layer``: only each
+#: transformer layer's input is kept and the layer runs again in the backward pass
+#: (`tf.recompute_grad`): activation memory of one layer instead of L, for about a
+#: third more compute.
+RECOMPUTE_MODES = ("none", "layer")
+
+
+def _recomputed(layer: AlbertTransformerLayer, padding_mask):
+    # The shared weights are the same variables in every application, so the
+    # recomputed layers' weight gradients add up exactly as without recompute.
+    def apply(x):
+        return layer(x, padding_mask=padding_mask, training=True)
+
+    return tf.recompute_grad(apply)
+
+
+def set_recompute(model: keras.layers.Layer, mode: str) -> None:
+    """Makes every `AlbertEncoder` in ``model`` recompute ``mode`` (`RECOMPUTE_MODES`)
+    in training calls. Call it before the training step is traced.
+
+    Recomputing runs each layer's forward pass twice, so it needs a layer whose
+    forward pass is deterministic: no dropout (the second pass would draw other
+    masks and the gradient would belong to neither). ALBERT v2 configs have none.
+    """
+    if mode not in RECOMPUTE_MODES:
+        raise ValueError(f"recompute must be one of {RECOMPUTE_MODES}, got {mode!r}")
+    encoders = [layer for layer in distinct_layers(model) if isinstance(layer, AlbertEncoder)]
+    if not encoders:
+        raise ValueError(f"{model.name!r} has no AlbertEncoder to recompute")
+    if mode != "none":
+        for encoder in encoders:
+            first = encoder.transformer_layers[0]
+            if first.dropout or first.attention_dropout:
+                raise ValueError(
+                    f"--recompute={mode} needs a model without dropout (this one has "
+                    f"hidden_dropout_prob={first.dropout}, "
+                    f"attention_probs_dropout_prob={first.attention_dropout}): a recomputed "
+                    "layer would draw other dropout masks than its forward pass. Set both "
+                    "to 0 in the model config (as ALBERT v2 does), or use --recompute=none."
+                )
+    for encoder in encoders:
+        encoder.recompute = mode

@@ -12,7 +12,9 @@ differs is the arithmetic's form, which suits one runtime and not another:
   where stock ops take tens. What the trainers pick on CPU.
 * ``"xla"``: stock ops in the training form at every call (folded scale, ``where``
   mask): XLA fuses the elementwise work itself, and the oneDNN form gains nothing
-  there. What the trainers pick with ``jit_compile``.
+  there; the tanh GELU's backward recomputes its parts from the input, which
+  XLA fuses, instead of keeping three FFN-sized tensors. What the trainers pick
+  with ``jit_compile``.
 * ``"serving"``: stock ops in the inference form at every call (scale on the query,
   additive mask), the form a serving graph's oneDNN rewrites fuse, and the only one
   lower-precision projections (`albert_tf.serving.precision`) are made for. What the
@@ -56,11 +58,15 @@ class Implementation:
             added (the inference form) rather than the scale folded into the
             weights and the mask applied with ``where``: True, False, or None
             for "at ``training=False`` only".
+        recompute_elementwise: the backward keeps an activation's input only and
+            recomputes its elementwise parts (the tanh GELU), which XLA fuses into
+            the gradient: less saved memory for no extra pass.
     """
 
     name: str
     fused_kernels: bool
     scale_on_query: bool | None
+    recompute_elementwise: bool = False
 
     def scales_query(self, training) -> bool:
         """Whether attention uses the inference form in a call with ``training``."""
@@ -71,7 +77,7 @@ class Implementation:
 
 STOCK = Implementation("stock", fused_kernels=False, scale_on_query=None)
 FUSED_CPU = Implementation("fused_cpu", fused_kernels=True, scale_on_query=False)
-XLA = Implementation("xla", fused_kernels=False, scale_on_query=False)
+XLA = Implementation("xla", fused_kernels=False, scale_on_query=False, recompute_elementwise=True)
 SERVING = Implementation("serving", fused_kernels=False, scale_on_query=True)
 
 IMPLEMENTATIONS: dict[str, Implementation] = {i.name: i for i in (STOCK, FUSED_CPU, XLA, SERVING)}

@@ -1,0 +1,124 @@
+"""What the backward pass keeps: bfloat16 attention probabilities, a GELU recomputed
+from its input, whole layers recomputed (``--recompute=layer``).
+
+Each is checked for the function it computes (forward and gradients against the
+path it replaces, within a tolerance from the arithmetic) here; the memory each saves
+is measured on the compiled training step in `tests/training/test_memory_plan.py` and
+`bench/activation_memory.py`."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers.numerics import BFLOAT16_UNIT_ROUNDOFF, albert_budget, assert_normwise_close
+from helpers.testing_utils import random_batch, tiny_config
+
+from albert_tf.activations import gelu_new, gelu_new_recomputed
+from albert_tf.layers.attention import softmax_kept_as
+from albert_tf.layers.encoder import set_recompute
+from albert_tf.models.backbone import AlbertBackbone
+
+SEQ = 16
+
+
+def test_bfloat16_probabilities_give_softmax_gradient_within_their_rounding():
+    rng = np.random.RandomState(0)
+    scores = tf.constant(3 * rng.randn(2, 3, 8, 8), tf.float32)
+    upstream = tf.cast(tf.constant(rng.randn(2, 3, 8, 8), tf.float32), tf.bfloat16)
+    with tf.GradientTape() as tape:
+        tape.watch(scores)
+        probs = softmax_kept_as(scores, tf.bfloat16)
+    ours = tape.gradient(probs, scores, output_gradients=upstream).numpy().astype(np.float64)
+    assert probs.dtype == tf.bfloat16
+
+    p = tf.nn.softmax(tf.cast(scores, tf.float64)).numpy()
+    dp = tf.cast(upstream, tf.float64).numpy()
+    want = p * (dp - (dp * p).sum(-1, keepdims=True))
+    # p is rounded to bfloat16 once (relative u): the product p·(dp − c) moves by
+    # u·p·|dp − c| and c = Σ dp·p by at most u·max|dp|, so the gradient by at most
+    # 3·u·p·max|dp| (the float32 arithmetic around it is 2¹⁶ times finer).
+    bound = 3 * BFLOAT16_UNIT_ROUNDOFF * p * np.abs(dp).max(-1, keepdims=True) + 1e-6
+    assert np.all(np.abs(ours - want) <= bound), np.max(np.abs(ours - want) / bound)
+    # The bound is tight enough to see a defect: dropping the Σ dp·p term.
+    wrong = p * dp
+    assert not np.all(np.abs(wrong - want) <= bound)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_recomputed_gelu_is_gelu_with_its_gradient(dtype):
+    x = tf.constant(np.concatenate([np.linspace(-12, 12, 97), [-300.0, 300.0]]), dtype)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        kept, recomputed = gelu_new(x), gelu_new_recomputed(x)
+    # The same operations in the same order: equal to the last bit.
+    np.testing.assert_array_equal(kept.numpy(), recomputed.numpy())
+    grad = tape.gradient(recomputed, x).numpy()
+    np.testing.assert_array_equal(tape.gradient(kept, x).numpy(), grad)
+    assert np.all(np.isfinite(grad))  # |x| ≥ 256 squares to inf in float16 unclipped
+
+
+def _model(**overrides):
+    keras.utils.set_random_seed(7)
+    config = tiny_config(
+        num_hidden_layers=3,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        **overrides,
+    )
+    model = AlbertBackbone(config)
+    return model, config
+
+
+def _grads(model, batch):
+    with tf.GradientTape() as tape:
+        out = model(batch, training=True)
+        y = out["sequence_output"]
+        loss = tf.reduce_sum(y * tf.sin(y)) + tf.reduce_sum(out["pooled_output"])
+    return [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
+
+
+@pytest.mark.parametrize("share", ["all", "attention", "none"])
+def test_layer_recompute_keeps_the_gradients(share):
+    model, config = _model(share=share) if share != "all" else _model()
+    batch = random_batch(config.vocab_size, seq=SEQ)
+    kept = _grads(model, batch)
+    set_recompute(model, "layer")
+    recomputed = _grads(model, batch)
+    assert len(kept) == len(recomputed) == len(model.trainable_variables)
+    # The recomputed forward pass runs the same ops on the same inputs; what may
+    # differ is only the order in which the applications' gradients add up.
+    rtol = albert_budget(config, SEQ)
+    for variable, a, b in zip(model.trainable_variables, kept, recomputed, strict=True):
+        assert_normwise_close(b, a, rtol=rtol, what=variable.path)
+
+
+def test_layer_recompute_is_in_the_gradient_graph_and_off_in_inference():
+    model, config = _model()
+    batch = random_batch(config.vocab_size, seq=SEQ)
+
+    def custom_gradients(training):
+        @tf.function
+        def step(batch):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(batch, training=training)["sequence_output"])
+            return tape.gradient(loss, model.trainable_variables)
+
+        graph = step.get_concrete_function(batch).graph
+        return sum(op.type == "IdentityN" for op in graph.get_operations())
+
+    plain = custom_gradients(True), custom_gradients(False)
+    set_recompute(model, "layer")
+    # At least one more custom gradient (tf.recompute_grad's) per applied layer (the
+    # recomputed forward pass adds its own inner ones), in training only.
+    assert custom_gradients(True) >= plain[0] + config.num_hidden_layers
+    assert custom_gradients(False) == plain[1]
+
+
+def test_layer_recompute_refuses_dropout():
+    keras.utils.set_random_seed(0)
+    model = AlbertBackbone(tiny_config(hidden_dropout_prob=0.1))
+    with pytest.raises(ValueError, match="without dropout.*hidden_dropout_prob=0.1"):
+        set_recompute(model, "layer")
+    with pytest.raises(ValueError, match="recompute must be one of"):
+        set_recompute(model, "everything")
+    set_recompute(model, "none")  # always allowed
