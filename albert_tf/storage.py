@@ -124,6 +124,21 @@ def makedirs(path: str) -> None:
         os.makedirs(path, exist_ok=True)
 
 
+def make_parent(path: str | os.PathLike[str]) -> None:
+    """Creates the folder the file ``path`` goes in (a relative local path's
+    is under the working directory; a bucket URL's is cut at its last ``/``).
+
+    >>> import tempfile
+    >>> base = tempfile.mkdtemp(); make_parent(os.path.join(base, "a", "b.json"))
+    >>> os.path.isdir(os.path.join(base, "a"))
+    True
+    """
+    path = os.fspath(path)
+    parent = os.path.dirname(path) if is_remote(path) else os.path.dirname(os.path.abspath(path))
+    if parent:
+        makedirs(parent)
+
+
 def remove(path: str) -> None:
     if is_remote(path):
         _gfile().remove(path)

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from albert_tf import storage
 from albert_tf.analysis.plotting import new_figure, save_figure
 from albert_tf.checkpoints.saved_format import load
 from albert_tf.data.corpus import Document, read_corpus
@@ -188,7 +189,7 @@ def analyze_model(
     """
     model_dir = os.fspath(model_dir)
     tokenizer_dir = os.path.join(model_dir, "tokenizer")
-    if not os.path.isdir(tokenizer_dir):
+    if not storage.isdir(tokenizer_dir):
         raise FileNotFoundError(
             f"{model_dir} has no tokenizer/; analyse a model saved with its tokenizer "
             "(a pretraining run's final/)"

@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from albert_tf import storage
 from albert_tf.analysis.plotting import new_figure, save_figure
 from albert_tf.training.metrics_log import METRICS_FILE
 from albert_tf.training.pretraining.run_record import read_run_record
@@ -35,15 +36,17 @@ def read_metrics(run_dir: str | os.PathLike[str]) -> tuple[list[dict[str, Any]],
         ValueError: the file holds no record.
     """
     run_dir = os.fspath(run_dir)
-    if not os.path.isdir(run_dir):
-        raise FileNotFoundError(f"no run directory at {run_dir}")
+    if not storage.isdir(run_dir):
+        raise FileNotFoundError(
+            f"no run directory at {run_dir}; pass a pretraining run's --model_dir"
+        )
     path = os.path.join(run_dir, METRICS_FILE)
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise FileNotFoundError(
             f"no {METRICS_FILE} in {run_dir}; pass a pretraining run's --model_dir"
         )
     records, skipped = [], 0
-    with open(path, encoding="utf-8") as f:
+    with storage.open_file(path, "r") as f:
         for line in f:
             if not line.strip():
                 continue
@@ -83,9 +86,8 @@ def learning_curve(run_dir: str | os.PathLike[str], label: str | None = None) ->
                 series["value"].append(float(record[name]))
     baseline: dict[str, Any] = {}
     path = os.path.join(run_dir, EVAL_RESULTS_FILE)
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            baseline = json.load(f)
+    if storage.isfile(path):
+        baseline = json.loads(storage.read_text(path))
     record = read_run_record(run_dir)
     sentence_task = record.get("options", {}).get("sentence_task")
     if sentence_task == "none":

@@ -147,16 +147,15 @@ def read_hf_weights(folder: str) -> dict[str, np.ndarray]:
         ("pytorch_model.bin", read_pytorch_bin),
     ]
     index = os.path.join(folder, "model.safetensors.index.json")
-    if os.path.exists(index):
-        with open(index, encoding="utf-8") as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
+    if storage.exists(index):
+        files = sorted(set(json.loads(storage.read_text(index))["weight_map"].values()))
         arrays: dict[str, np.ndarray] = {}
         for file in files:
             arrays.update(read_safetensors(os.path.join(folder, file)))
         return arrays
     for filename, reader in candidates:
         path = os.path.join(folder, filename)
-        if os.path.exists(path):
+        if storage.exists(path):
             return reader(path)
     raise FileNotFoundError(
         f"No model.safetensors or pytorch_model.bin in {folder!r}; pass a folder "
@@ -166,8 +165,11 @@ def read_hf_weights(folder: str) -> dict[str, np.ndarray]:
 
 def convert_hf(folder: str, config: AlbertConfig | None = None) -> Converted:
     """A Hugging Face ALBERT folder (config.json + safetensors or .bin)."""
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"{folder!r} is not a directory.")
+    if not storage.isdir(folder):
+        raise FileNotFoundError(
+            f"{folder!r} is not a directory; pass a Hugging Face model folder "
+            "(config.json and model.safetensors or pytorch_model.bin)."
+        )
     if config is None:
         config = AlbertConfig.from_json(os.path.join(folder, "config.json"))
     raw = read_hf_weights(folder)
@@ -202,10 +204,10 @@ def convert_hf(folder: str, config: AlbertConfig | None = None) -> Converted:
 def _architectures(folder: str) -> list[str]:
     """The model classes a Hugging Face ``config.json`` names (``architectures``)."""
     try:
-        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-            return list(json.load(f).get("architectures") or [])
+        config = json.loads(storage.read_text(os.path.join(folder, "config.json")))
     except (OSError, ValueError):
         return []
+    return list(config.get("architectures") or [])
 
 
 def _check_tied_decoder(source: Mapping[str, np.ndarray], config: AlbertConfig) -> None:
@@ -301,13 +303,12 @@ def find_tokenizer(folder: str):
 
     settings_path = os.path.join(folder, "tokenizer_config.json")
     settings = {}
-    if os.path.isfile(settings_path):
-        with open(settings_path, encoding="utf-8") as f:
-            settings = json.load(f)
+    if storage.isfile(settings_path):
+        settings = json.loads(storage.read_text(settings_path))
     lower_case = bool(settings.get("do_lower_case", True))
     # Hugging Face names first, then those of Google's TF1 release archives.
     for name in ("spiece.model", "30k-clean.model"):
-        if os.path.isfile(os.path.join(folder, name)):
+        if storage.isfile(os.path.join(folder, name)):
             return SentencePieceTokenizer.from_file(
                 os.path.join(folder, name),
                 lower_case=lower_case,
@@ -315,7 +316,7 @@ def find_tokenizer(folder: str):
                 keep_accents=bool(settings.get("keep_accents", False)),
             )
     for name in ("vocab.txt", "vocab_chinese.txt"):
-        if os.path.isfile(os.path.join(folder, name)):
+        if storage.isfile(os.path.join(folder, name)):
             return WordPieceTokenizer(
                 os.path.join(folder, name),
                 lower_case=lower_case,
@@ -328,11 +329,10 @@ def find_tokenizer(folder: str):
 def _fast_normalizer_starts_with_nfkc(folder: str) -> bool:
     """Whether the folder's fast ``tokenizer.json`` runs NFKC before anything else."""
     path = os.path.join(folder, "tokenizer.json")
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         return False
     try:
-        with open(path, encoding="utf-8") as f:
-            normalizer = json.load(f).get("normalizer") or {}
+        normalizer = json.loads(storage.read_text(path)).get("normalizer") or {}
     except (OSError, ValueError):
         return False
     if normalizer.get("type") == "Sequence":
@@ -344,10 +344,10 @@ def _fast_normalizer_starts_with_nfkc(folder: str) -> bool:
 def hf_label_names(folder: str, num_labels: int) -> list[str]:
     """A Hugging Face classifier's ``id2label`` names, unless they are the defaults."""
     try:
-        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-            id2label = json.load(f).get("id2label") or {}
+        config = json.loads(storage.read_text(os.path.join(folder, "config.json")))
     except (OSError, ValueError):
         return []
+    id2label = config.get("id2label") or {}
     names = [id2label.get(str(i)) for i in range(num_labels)]
     if None in names or names == [f"LABEL_{i}" for i in range(num_labels)]:
         return []

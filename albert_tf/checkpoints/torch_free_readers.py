@@ -11,6 +11,7 @@ code.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
@@ -37,8 +38,10 @@ _SAFETENSORS_DTYPES = {
 
 
 def read_safetensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """Arrays of a ``.safetensors`` file by name."""
-    with open(path, "rb") as f:
+    """Arrays of a ``.safetensors`` file (a local path or a bucket URL) by name."""
+    from albert_tf import storage
+
+    with storage.open_file(os.fspath(path), "rb") as f:
         (header_size,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(header_size))
         data = f.read()
@@ -148,13 +151,19 @@ class _StateDictUnpickler(pickle.Unpickler):
 
 
 def read_pytorch_bin(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """Arrays of a (zip-format, torch ≥ 1.6) ``pytorch_model.bin`` by name."""
-    if not zipfile.is_zipfile(path):
+    """Arrays of a (zip-format, torch ≥ 1.6) ``pytorch_model.bin`` (a local path or
+    a bucket URL) by name."""
+    from albert_tf import storage
+
+    path = os.fspath(path)
+    # zipfile seeks about: a bucket's file is read whole into memory first.
+    source = io.BytesIO(storage.read_bytes(path)) if storage.is_remote(path) else path
+    if not zipfile.is_zipfile(source):
         raise ValueError(
             f"{path} is a legacy (pre-1.6) torch file; re-save it with a current "
             "PyTorch or convert it to safetensors first."
         )
-    with zipfile.ZipFile(path) as archive:
+    with zipfile.ZipFile(source) as archive:
         pkl = next(n for n in archive.namelist() if n.endswith("data.pkl"))
         prefix = pkl[: -len("/data.pkl")]
         with archive.open(pkl) as f:

@@ -17,6 +17,7 @@ import os
 
 from absl import flags
 
+from albert_tf import storage
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
 from albert_tf.storage import write_json_atomic
@@ -50,8 +51,11 @@ def main() -> None:
     if FLAGS.max_sequences < 1:
         raise UserError("--max_sequences must be at least 1")
     for model_dir in FLAGS.model:
-        if not os.path.isdir(model_dir):
-            raise UserError(f"no model directory at {model_dir}")
+        if not storage.isdir(model_dir):
+            raise UserError(
+                f"no model directory at {model_dir}; pass a model saved with its "
+                "tokenizer, e.g. MODEL_DIR/final of a pretraining run"
+            )
 
     from albert_tf.analysis.layer_transitions import analyze_model, plot_layer_transitions
 
@@ -76,7 +80,7 @@ def main() -> None:
             start=1,
         ):
             print(f"  {layer:>5} {l2:>9.4f} {cosine:>8.4f} {angle:>6.1f}°")
-    os.makedirs(FLAGS.output, exist_ok=True)
+    storage.makedirs(FLAGS.output)
     record = {
         "corpus": FLAGS.corpus,
         "max_seq_length": FLAGS.max_seq_length,

@@ -12,12 +12,12 @@ paper's Table 5 (docs/pretraining.md). Prints the results as JSON and, with
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 
 from absl import flags
 
+from albert_tf import storage
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
 from albert_tf.storage import write_json_atomic
@@ -42,11 +42,17 @@ flags.DEFINE_string("output", None, "Also write the results to this JSON file.")
 
 
 def main() -> None:
-    if not os.path.isdir(FLAGS.model):
-        raise UserError(f"no model directory at {FLAGS.model}")
-    files = sorted(glob.glob(FLAGS.eval_files))
+    if not storage.isdir(FLAGS.model):
+        raise UserError(
+            f"no model directory at {FLAGS.model}; pass --model=MODEL_DIR/final of a "
+            "pretraining run, or a converted checkpoint"
+        )
+    files = storage.glob(FLAGS.eval_files)
     if not files:
-        raise UserError(f"--eval_files={FLAGS.eval_files} matches no file")
+        raise UserError(
+            f"--eval_files={FLAGS.eval_files} matches no file; pass a glob of pretraining "
+            "shards, e.g. 'MODEL_DIR/data/eval_shards/*.tfrecord'"
+        )
 
     import albert_tf
     from albert_tf.data.shards import read_metadata
@@ -82,7 +88,7 @@ def main() -> None:
     }
     print(json.dumps(results, indent=2))
     if FLAGS.output:
-        os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
+        storage.make_parent(FLAGS.output)
         write_json_atomic(FLAGS.output, results)
 
 

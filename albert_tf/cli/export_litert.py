@@ -12,10 +12,9 @@ it on tensorflow-text's TFLite kernels. See docs/serving.md, "On-device (LiteRT)
 
 from __future__ import annotations
 
-import os
-
 from absl import flags
 
+from albert_tf import storage
 from albert_tf.cli import runner
 
 FLAGS = flags.FLAGS
@@ -40,7 +39,7 @@ def main() -> None:
         max_seq_length=FLAGS.max_seq_length,
         max_options=FLAGS.max_options,
     )
-    print(f"exported LiteRT model: {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
+    print(f"exported LiteRT model: {path} ({storage.size(path) / 1e6:.1f} MB)")
 
 
 def run() -> None:

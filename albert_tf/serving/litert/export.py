@@ -7,6 +7,7 @@ import tempfile
 
 import tensorflow as tf
 
+from albert_tf import storage
 from albert_tf.layers.implementations import set_implementation
 from albert_tf.serving.export import (
     default_max_seq_length,
@@ -55,7 +56,8 @@ def export_litert(
 
     Args:
         checkpoint_dir: a fine-tuned multiple-choice model directory.
-        output_path: the ``.tflite`` file to write (its folder is created).
+        output_path: the ``.tflite`` file to write (its folder is created); a local
+            path or a bucket URL (``gs://``, ``file://``).
         precision: ``"float32"``, or ``"int8"`` for dynamic-range quantisation
             (int8 weights, float activations; about 4x smaller).
         tokenizer_dir: defaults to ``checkpoint_dir/tokenizer``.
@@ -114,7 +116,6 @@ def export_litert(
         if precision == "int8":
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
         flatbuffer = converter.convert()
-    os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
-    with open(output_path, "wb") as f:
-        f.write(flatbuffer)
+    storage.make_parent(output_path)
+    storage.write_bytes(output_path, flatbuffer)
     return output_path

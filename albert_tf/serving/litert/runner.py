@@ -18,8 +18,9 @@ def custom_op_names(path: str | os.PathLike[str]) -> list[str]:
     """
     from tensorflow.lite.python import schema_py_generated as schema
 
-    with open(os.fspath(path), "rb") as f:
-        model = schema.ModelT.InitFromPackedBuf(f.read(), 0)
+    from albert_tf import storage
+
+    model = schema.ModelT.InitFromPackedBuf(storage.read_bytes(path), 0)
     names = set()
     for code in model.operatorCodes:
         if code.customCode:
@@ -33,7 +34,7 @@ class LiteRTMultipleChoice:
     """Runs an `export_litert` file with the TF Lite interpreter (XNNPACK on).
 
     Args:
-        path: the ``.tflite`` file.
+        path: the ``.tflite`` file (a local path or a bucket URL, read into memory).
         num_threads: interpreter (and XNNPACK) threads.
 
     Example:
@@ -47,10 +48,18 @@ class LiteRTMultipleChoice:
         import tensorflow_text as tf_text
         from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
 
+        from albert_tf import storage
+
         self.path = os.fspath(path)
         self.num_threads = num_threads
+        # The interpreter opens local files only: a bucket's file is read into memory.
+        source = (
+            {"model_content": storage.read_bytes(self.path)}
+            if storage.is_remote(self.path)
+            else {"model_path": self.path}
+        )
         self.interpreter = InterpreterWithCustomOps(
-            model_path=self.path,
+            **source,
             num_threads=num_threads,
             custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS,
         )
