@@ -36,6 +36,12 @@ SHARED_BLOCKS: dict[str, tuple[bool, bool]] = {
 }
 SHARE_MODES: tuple[str, ...] = tuple(SHARED_BLOCKS)
 
+#: What a training step's backward pass recomputes instead of keeping
+#: (`albert_tf.layers.encoder.set_recompute`): ``none`` keeps what autodiff needs;
+#: ``layer`` keeps only each transformer layer's input and runs the layer again
+#: (activation memory of one layer instead of L, for about a third more compute).
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "layer")
+
 # Activations this package implements, by their Hugging Face name.
 #: How the embeddings meet the projection (see `AlbertConfig`).
 EMBEDDING_LAYOUTS = ("albert", "brightmart")

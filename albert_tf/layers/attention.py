@@ -9,7 +9,13 @@ import tensorflow as tf
 from keras import ops
 
 from albert_tf import kernels
+from albert_tf.layers.blocked_attention import blocked_attention
 from albert_tf.layers.implementations import STOCK, Implementation
+
+#: The sequence length from which the ``xla`` implementation computes attention by
+#: key blocks (`albert_tf.layers.blocked_attention`): at 512 the [B, heads, S, S]
+#: probabilities are the largest thing a layer keeps for its backward pass.
+BLOCKED_FROM = 512
 
 
 def softmax_kept_as(scores, dtype):
@@ -220,6 +226,14 @@ class AlbertAttention(keras.layers.MultiHeadAttention):
         if not fold_scale:
             q = q * ops.cast(1.0 / math.sqrt(head_dim), q.dtype)
 
+        if self._blocked(seq_length=x.shape[1], fold_scale=fold_scale, training=training):
+            allowed = None
+            if attention_mask is not None:
+                allowed = tf.expand_dims(tf.cast(attention_mask, tf.bool), 1)
+            context = blocked_attention(q, k, v, allowed)  # no [B, N, S, S] kept
+            context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, width))
+            return self._output_projection(context, (batch, seq))
+
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, S, S]
         scores = ops.cast(scores, "float32")
         if attention_mask is not None:
@@ -240,6 +254,19 @@ class AlbertAttention(keras.layers.MultiHeadAttention):
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, width))
 
         return self._output_projection(context, (batch, seq))
+
+    def _blocked(self, *, seq_length, fold_scale: bool, training) -> bool:
+        """Whether this call takes `blocked_attention`: under the ``xla``
+        implementation (blocks are a while loop XLA fuses), for sequences of at
+        least `BLOCKED_FROM` (where the scores dominate what a step keeps), and
+        with no dropout on the probabilities to apply (they never exist whole)."""
+        return (
+            self.implementation.blocked_attention
+            and fold_scale
+            and seq_length is not None
+            and seq_length >= BLOCKED_FROM
+            and not (training and self._dropout)
+        )
 
     def _output_projection(self, context, batch_seq):
         if self.serving_projections is not None:

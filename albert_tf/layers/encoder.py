@@ -8,7 +8,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from albert_tf.config import SHARE_MODES, SHARED_BLOCKS, group_of_layer
+from albert_tf.config import RECOMPUTE_MODES, SHARE_MODES, SHARED_BLOCKS, group_of_layer
 from albert_tf.layers.transformer_layer import AlbertTransformerLayer
 from albert_tf.layers.walk import distinct_layers
 
@@ -208,11 +208,10 @@ class AlbertEncoder(keras.layers.Layer):
         return config
 
 
-#: ``none``: autodiff keeps what each layer's backward needs; ``layer``: only each
-#: transformer layer's input is kept and the layer runs again in the backward pass
-#: (`tf.recompute_grad`): activation memory of one layer instead of L, for about a
-#: third more compute.
-RECOMPUTE_MODES = ("none", "layer")
+# ``none``: autodiff keeps what each layer's backward needs; ``layer``: only each
+# transformer layer's input is kept and the layer runs again in the backward pass
+# (`tf.recompute_grad`): activation memory of one layer instead of L, for about a
+# third more compute.
 
 
 def _recomputed(layer: AlbertTransformerLayer, padding_mask):

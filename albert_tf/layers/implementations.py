@@ -61,12 +61,17 @@ class Implementation:
         recompute_elementwise: the backward keeps an activation's input only and
             recomputes its elementwise parts (the tanh GELU), which XLA fuses into
             the gradient: less saved memory for no extra pass.
+        blocked_attention: self-attention over sequences of at least
+            `albert_tf.layers.attention.BLOCKED_FROM` goes by key blocks
+            (`albert_tf.layers.blocked_attention`), keeping no [B, heads, S, S]
+            tensor for the backward pass (not with attention dropout in training).
     """
 
     name: str
     fused_kernels: bool
     scale_on_query: bool | None
     recompute_elementwise: bool = False
+    blocked_attention: bool = False
 
     def scales_query(self, training) -> bool:
         """Whether attention uses the inference form in a call with ``training``."""
@@ -77,7 +82,13 @@ class Implementation:
 
 STOCK = Implementation("stock", fused_kernels=False, scale_on_query=None)
 FUSED_CPU = Implementation("fused_cpu", fused_kernels=True, scale_on_query=False)
-XLA = Implementation("xla", fused_kernels=False, scale_on_query=False, recompute_elementwise=True)
+XLA = Implementation(
+    "xla",
+    fused_kernels=False,
+    scale_on_query=False,
+    recompute_elementwise=True,
+    blocked_attention=True,
+)
 SERVING = Implementation("serving", fused_kernels=False, scale_on_query=True)
 
 IMPLEMENTATIONS: dict[str, Implementation] = {i.name: i for i in (STOCK, FUSED_CPU, XLA, SERVING)}

@@ -59,12 +59,8 @@ def test_recomputed_gelu_is_gelu_with_its_gradient(dtype):
 
 def _model(**overrides):
     keras.utils.set_random_seed(7)
-    config = tiny_config(
-        num_hidden_layers=3,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        **overrides,
-    )
+    fields = dict(num_hidden_layers=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = tiny_config(**{**fields, **overrides})
     model = AlbertBackbone(config)
     return model, config
 
@@ -122,3 +118,30 @@ def test_layer_recompute_refuses_dropout():
     with pytest.raises(ValueError, match="recompute must be one of"):
         set_recompute(model, "everything")
     set_recompute(model, "none")  # always allowed
+
+
+def test_xla_implementation_takes_key_blocks_from_512_with_the_same_function():
+    from albert_tf.layers.attention import BLOCKED_FROM
+    from albert_tf.layers.implementations import set_implementation
+
+    model, config = _model(max_position_embeddings=BLOCKED_FROM, num_hidden_layers=2)
+    batch = random_batch(config.vocab_size, batch=2, seq=BLOCKED_FROM)
+
+    def run(name):
+        set_implementation(model, name)
+        fn = tf.function(lambda b: (model(b, training=True)["sequence_output"], _grads(model, b)))
+        graph = fn.get_concrete_function(batch).graph
+        loops = sum(
+            op.type == "While" or op.type == "StatelessWhile" for op in graph.get_operations()
+        )
+        return fn(batch), loops
+
+    (want_y, want_grads), stock_loops = run("stock")
+    (y, grads), xla_loops = run("xla")
+    assert stock_loops == 0 and xla_loops > 0  # the key-block loop is taken
+    rtol = albert_budget(config, BLOCKED_FROM)
+    assert_normwise_close(y, want_y, rtol=rtol, what="sequence_output")
+    # Normwise over all gradients together: the key bias's is zero but for rounding
+    # (softmax ignores a constant added to a row), so it has no scale of its own.
+    flat = lambda gs: np.concatenate([np.ravel(g) for g in gs])  # noqa: E731
+    assert_normwise_close(flat(grads), flat(want_grads), rtol=rtol, what="gradients")
