@@ -101,7 +101,8 @@ def parse_devices(text: str) -> DeviceBudget:
         cores_per_device, hbm = _TPUS[match[1]]
         cores = int(match[2])
         count = max(1, cores // cores_per_device)
-        label = f"{spec} ({count} {'chips' if cores_per_device > 1 else 'devices'} × {hbm // _GIB} GiB HBM)"
+        unit = "chips" if cores_per_device > 1 else "devices"
+        label = f"{spec} ({count} {unit} × {hbm // _GIB} GiB HBM)"
         return DeviceBudget(count, hbm, label)
     raise ValueError(
         f"--assume_devices={text!r} is not COUNTxMEMORY (e.g. 8x80GB, 8x40GiB) or a TPU "
