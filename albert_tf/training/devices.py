@@ -4,8 +4,10 @@
 depends on the hardware is a pure function of it, so each choice is tested
 with a faked device list (no project machine has a GPU or TPU):
 
-* `auto_strategy`: TPU when an address is given, mirrored over every local GPU
-  when there are several, one worker's default strategy otherwise.
+* `auto_strategy`: TPU when an address is given or a TPU is attached (a TPU VM),
+  multi-worker mirrored when ``TF_CONFIG`` lists several training tasks (a
+  scheduler launched this process as one of several workers), mirrored over
+  every local GPU when there are several, one worker's default strategy otherwise.
 * `auto_precision`: bfloat16 on TPUs and on GPUs of compute capability 8.0 or
   more (Ampere and later: native bfloat16, no loss scaling), float16 with loss
   scaling on older GPUs, and on CPUs bfloat16 only with bf16 instructions.
@@ -23,11 +25,21 @@ with a faked device list (no project machine has a GPU or TPU):
 ('default', 'float32', False)
 >>> cpu.describe()
 'CPU only (no GPU or TPU found)'
+>>> auto_strategy(Devices(tpu=True))  # a TPU VM: its TPU, not the host's CPU
+'tpu'
+>>> tf_config = {"cluster": {"chief": ["h0:2222"], "worker": ["h1:2222"]},
+...              "task": {"type": "worker", "index": 0}}
+>>> auto_strategy(cpu, workers=cluster_workers(tf_config))
+'multi_worker_mirrored'
+>>> auto_strategy(gpus, workers=cluster_workers('{"cluster": {"worker": ["h0:2222"]}}'))
+'mirrored'
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Mapping
 
 import tensorflow as tf
 
@@ -86,10 +98,33 @@ class Devices:
         return "CPU only (no GPU or TPU found)"
 
 
-def auto_strategy(devices: Devices, tpu_address: str | None = None) -> str:
-    """The `albert_tf.training.strategies.STRATEGIES` name ``--strategy=auto`` means."""
-    if tpu_address:
+def cluster_workers(tf_config: Mapping | str | None) -> int:
+    """How many processes train together by the ``TF_CONFIG`` given (the dict or its
+    JSON text; None or empty: 1): its cluster's ``chief`` and ``worker`` tasks (an
+    ``evaluator`` only watches).
+
+    >>> cluster_workers(None), cluster_workers('{"cluster": {"worker": ["a:1", "b:1"]}}')
+    (1, 2)
+    """
+    if not tf_config:
+        return 1
+    if isinstance(tf_config, str):
+        tf_config = json.loads(tf_config)
+    cluster = tf_config.get("cluster") or {}
+    return max(1, len(cluster.get("chief") or ()) + len(cluster.get("worker") or ()))
+
+
+def auto_strategy(devices: Devices, tpu_address: str | None = None, workers: int = 1) -> str:
+    """The `albert_tf.training.strategies.STRATEGIES` name ``--strategy=auto`` means.
+
+    ``workers``: the processes of the job (`cluster_workers` of ``TF_CONFIG``); more
+    than one means they train as one multi-worker job, not each alone. A TPU comes
+    first: multi-worker mirrored cannot drive one.
+    """
+    if tpu_address or devices.tpu:
         return "tpu"
+    if workers > 1:
+        return "multi_worker_mirrored"
     if len(devices.gpus) > 1:
         return "mirrored"
     return "default"

@@ -8,7 +8,7 @@ import os
 import tensorflow as tf
 
 from albert_tf.training.choices import STRATEGIES
-from albert_tf.training.devices import Devices, auto_strategy
+from albert_tf.training.devices import Devices, auto_strategy, cluster_workers
 
 #: The bound on one collective (an all-reduce) of a multi-worker run, in seconds.
 DEFAULT_COLLECTIVE_TIMEOUT_SECONDS = 600.0
@@ -30,8 +30,10 @@ def create_strategy(
     """Returns the strategy ``name`` names.
 
     * ``auto``: `albert_tf.training.devices.auto_strategy` of ``devices`` (found
-      if not given): TPU with ``tpu_address``, mirrored over several GPUs,
-      else ``default``.
+      if not given) and of the ``TF_CONFIG`` environment variable: TPU with
+      ``tpu_address`` or an attached TPU (address ``local``, as on a TPU VM),
+      ``multi_worker_mirrored`` when ``TF_CONFIG``'s cluster lists several
+      chief and worker tasks, mirrored over several GPUs, else ``default``.
     * ``default``: no distribution (the current default strategy).
     * ``one_device``: one GPU if present, else the CPU.
     * ``mirrored``: every local GPU (or the CPU), synchronous all-reduce.
@@ -43,7 +45,10 @@ def create_strategy(
     * ``tpu``: a TPU found through `TPUClusterResolver(tpu_address)`.
     """
     if name == "auto":
-        name = auto_strategy(devices or Devices.detect(), tpu_address)
+        devices = devices or Devices.detect()
+        name = auto_strategy(devices, tpu_address, cluster_workers(os.environ.get("TF_CONFIG")))
+        if name == "tpu" and not tpu_address:
+            tpu_address = "local"  # the TPU attached to this host
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "one_device":
@@ -118,6 +123,21 @@ def num_workers(strategy: tf.distribute.Strategy) -> int:
         return 1
     cluster = _cluster(resolver)
     return max(1, len(cluster.get("worker", [])) + len(cluster.get("chief", [])))
+
+
+def agreed_minimum(strategy: tf.distribute.Strategy, value: int) -> int:
+    """The least of every worker's ``value``, the same number on every worker: one
+    all-gather, so every worker must call it at the same point of the run. One
+    process: ``value``."""
+    if num_workers(strategy) == 1:
+        return value
+
+    @tf.function
+    def gather():
+        per_replica = strategy.run(lambda: tf.constant([value], tf.int64))
+        return tf.reduce_min(strategy.gather(per_replica, axis=0))
+
+    return int(gather())
 
 
 def _cluster(resolver) -> dict:

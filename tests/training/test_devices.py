@@ -15,6 +15,7 @@ from albert_tf.training.devices import (
     auto_jit_compile,
     auto_precision,
     auto_strategy,
+    cluster_workers,
     missing_gpu_warning,
 )
 from albert_tf.training.pretraining.run_record import RUN_FILE, check_compatible, run_record
@@ -56,6 +57,8 @@ def _fake_gpus(monkeypatch, capabilities):
         (Devices(gpus=(A100, T4), cpu_flags=AVX2), None, ("mirrored", "float16", True)),
         (Devices(gpus=(None,), cpu_flags=AVX2), None, ("default", "float16", True)),
         (Devices(tpu=True, cpu_flags=AVX2), "local", ("tpu", "bfloat16", True)),
+        # A TPU VM launched without --tpu: its TPU, not its CPU.
+        (Devices(tpu=True, cpu_flags=AVX2), None, ("tpu", "bfloat16", True)),
         (Devices(cpu_flags=AVX2), None, ("default", "float32", False)),
         (Devices(cpu_flags=AVX2 | {"avx512_bf16"}), None, ("default", "bfloat16", False)),
     ],
@@ -64,6 +67,85 @@ def test_auto_choices_follow_the_devices(found, tpu_address, expected):
     assert (auto_strategy(found, tpu_address), auto_precision(found), auto_jit_compile(found)) == (
         expected
     )
+
+
+CHIEF_AND_WORKER = {
+    "cluster": {"chief": ["h0:2222"], "worker": ["h1:2222"]},
+    "task": {"type": "chief", "index": 0},
+}
+
+
+@pytest.mark.parametrize(
+    "tf_config,found,expected",
+    [
+        (None, Devices(), "default"),
+        (
+            {"cluster": {"worker": ["h0:2222"]}, "task": {"type": "worker", "index": 0}},
+            Devices(),
+            "default",
+        ),
+        (CHIEF_AND_WORKER, Devices(), "multi_worker_mirrored"),
+        (CHIEF_AND_WORKER, Devices(gpus=(A100,) * 8), "multi_worker_mirrored"),
+        # An evaluator only watches: one training task.
+        ({"cluster": {"worker": ["h0:1"], "evaluator": ["h1:1"]}}, Devices(), "default"),
+        # Multi-worker mirrored cannot drive a TPU.
+        (CHIEF_AND_WORKER, Devices(tpu=True), "tpu"),
+    ],
+)
+def test_auto_strategy_follows_tf_config(tf_config, found, expected):
+    workers = cluster_workers(json.dumps(tf_config) if tf_config else None)
+    assert auto_strategy(found, workers=workers) == expected
+
+
+def test_auto_reads_tf_config_and_makes_one_multi_worker_job(monkeypatch):
+    # The strategy itself is built in real worker processes
+    # (tests/training/pretraining/test_faults.py); here only what is asked for.
+    built = []
+    monkeypatch.setattr(
+        tf.distribute,
+        "MultiWorkerMirroredStrategy",
+        lambda communication_options: built.append(communication_options) or "mwms",
+    )
+    monkeypatch.setenv("TF_CONFIG", json.dumps(CHIEF_AND_WORKER))
+    assert create_strategy("auto", devices=Devices()) == "mwms"
+    assert built[0].timeout_seconds == 600.0
+
+
+def test_auto_on_a_tpu_vm_connects_to_the_local_tpu(monkeypatch):
+    addresses = []
+
+    class Stop(Exception):
+        pass
+
+    def resolver(tpu):
+        addresses.append(tpu)
+        raise Stop
+
+    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", resolver)
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(Stop):
+        create_strategy("auto", devices=Devices(tpu=True))
+    with pytest.raises(Stop):
+        create_strategy("auto", "my-tpu", devices=Devices())
+    assert addresses == ["local", "my-tpu"]
+
+
+def test_auto_precision_on_older_gpus_trains_float16_with_loss_scaling(
+    monkeypatch, tmp_path, prepared, vocab
+):
+    # The paper's flagfiles say --precision=auto: on a V100 or T4 (no bfloat16)
+    # that is float16, whose optimizer must scale the loss.
+    import keras
+
+    volta = Devices(gpus=(V100,), cpu_flags=AVX2)
+    monkeypatch.setattr(devices_module.Devices, "detect", classmethod(lambda cls, s=None: volta))
+    trainer = PretrainingTrainer(
+        tiny_albert(vocab),
+        tiny_options(tmp_path / "run", prepared, precision="auto", jit_compile=False),
+    )
+    assert trainer.options.precision == "float16"
+    assert isinstance(trainer.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert trainer.model.backbone.dtype_policy.name == "mixed_float16"
 
 
 def test_devices_are_read_from_tensorflows_device_list(monkeypatch):

@@ -30,6 +30,7 @@ RESUMABLE_OPTIONS = (
     "train_files",
     "num_train_steps",
     "save_checkpoints_steps",
+    "save_checkpoints_seconds",
     "keep_checkpoint_max",
     "fused_kernels",
     "jit_compile",

@@ -6,14 +6,18 @@ docs/pretraining.md ("When things go wrong") say, and finish with the weights
 and learning curve of a run that was never interrupted.
 """
 
+import contextlib
+import http.server
 import json
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from helpers.training_utils import free_ports, pretrain_command, pretrain_env
 
 import albert_tf
@@ -104,37 +108,97 @@ def test_kills_at_each_named_point_resume_from_the_last_whole_checkpoint(
     np.testing.assert_allclose([v for _, v in curve], [v for _, v in expected], atol=1e-5)
 
 
-def test_sigterm_saves_the_next_step_and_the_restart_loses_none(prepared, reference, tmp_path):
+@contextlib.contextmanager
+def _fake_gce_metadata():
+    """A GCE metadata server on loopback, for the environment of a run: TensorFlow's
+    preemption handler (failure_handling_util.detect_platform) then takes this CPU
+    machine for a GCE CPU VM, where it handles no SIGTERM, as on a TPU VM."""
+
+    class Metadata(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"NONE" if self.path.endswith("/maintenance-event") else b"vm.internal"
+            self.send_response(200)
+            self.send_header("Metadata-Flavor", "Google")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metadata)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    no_proxy = "127.0.0.1,localhost"
+    try:
+        yield {
+            "GCE_METADATA_IP": f"127.0.0.1:{server.server_port}",
+            "NO_PROXY": no_proxy,
+            "no_proxy": no_proxy,
+        }
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_our_sigterm_handler_stands_in_where_tensorflows_takes_none(tmp_path, monkeypatch):
+    from albert_tf.training.pretraining.preemption import PreemptionSaver
+
+    def saver():
+        return PreemptionSaver(tf.distribute.get_strategy(), print, print, str(tmp_path))
+
+    before = signal.getsignal(signal.SIGTERM)
+    with saver() as off_gce:
+        assert off_gce.sigterm == "tensorflow"
+    with _fake_gce_metadata() as env:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        with saver() as on_gce:
+            assert on_gce.sigterm == "own"
+            assert signal.getsignal(signal.SIGTERM) == on_gce._on_sigterm
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.parametrize("handler", ["tensorflow", "own"])
+def test_sigterm_saves_the_next_step_and_the_restart_loses_none(
+    prepared, reference, tmp_path, handler
+):
     # A real SIGTERM from outside, to the process a scheduler knows (the
-    # command's launcher, which forwards it), once step 3 is logged.
+    # command's launcher, which forwards it), once step 3 is logged. "own": the
+    # run believes it is on a GCE VM, where TensorFlow's handler takes no SIGTERM
+    # (without ours the signal would kill it: exit -15, nothing saved).
     model_dir = tmp_path / "run"
-    process = subprocess.Popen(
-        pretrain_command(prepared, model_dir, *RECIPE),
-        env=pretrain_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None:
-        if (model_dir / "metrics.jsonl").exists() and len(_curve(model_dir)) >= 3:
-            process.send_signal(signal.SIGTERM)
-            break
-        time.sleep(0.02)
-    out, err = process.communicate(timeout=300)
+    with contextlib.ExitStack() as stack:
+        extra = stack.enter_context(_fake_gce_metadata()) if handler == "own" else {}
+        process = subprocess.Popen(
+            pretrain_command(prepared, model_dir, *RECIPE),
+            env=pretrain_env(**extra),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and process.poll() is None:
+            if (model_dir / "metrics.jsonl").exists() and len(_curve(model_dir)) >= 3:
+                process.send_signal(signal.SIGTERM)
+                break
+            time.sleep(0.02)
+        out, err = process.communicate(timeout=300)
     assert process.returncode == PREEMPTED, err[-3000:]
     saved = int(out.split("checkpoint saved at step ")[1].split(";")[0])
-    assert 3 < saved < STEPS
+    # TensorFlow's handler agrees on the step after the signal; ours saves at
+    # the next step boundary, which may be step 3's own.
+    assert (3 if handler == "own" else 4) <= saved < STEPS
     assert _saved_steps(model_dir)[-1] == saved
-    # Every step trained before the exit is in the checkpoint: none is lost.
-    assert [s for s, _ in _curve(model_dir)][-1] <= saved
+    # The checkpoint is the step the run stopped at: every step trained before
+    # the exit is in it, none is lost.
+    assert [s for s, _ in _curve(model_dir)][-1] == saved
     resumed = _run(prepared, model_dir)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resumed from step {saved} " in resumed.stdout
     assert _max_diff(model_dir, reference) < 1e-5
 
 
-def _start_workers(prepared, model_dir, faults=None, extra=()):
+def _start_workers(prepared, model_dir, faults=None, extra=(), strategy="multi_worker_mirrored"):
     """Two real worker processes of one run over loopback; ``faults`` maps a
     worker index to its fault spec."""
     workers = [f"127.0.0.1:{p}" for p in free_ports(2)]
@@ -150,7 +214,7 @@ def _start_workers(prepared, model_dir, faults=None, extra=()):
                     prepared,
                     model_dir,
                     *RECIPE,
-                    "--strategy=multi_worker_mirrored",
+                    f"--strategy={strategy}",
                     *extra,
                 ),
                 env=env,
@@ -256,3 +320,42 @@ def test_one_process_resumes_two_workers_checkpoint_with_the_input_from_the_star
     assert "starts again from the beginning of the data" in result.stdout
     assert "resumed from step 12 " in result.stdout
     assert _saved_steps(model_dir)[-1] == STEPS + 1
+
+
+def test_auto_strategy_under_a_multi_task_tf_config_trains_one_job(prepared, tmp_path):
+    # What a scheduler that sets TF_CONFIG launches: every process with the same
+    # command and --strategy=auto. They must train as one job, not each alone as
+    # chief. A short --save_checkpoints_seconds makes the time bound save (at
+    # an interval each worker measures on its own clock): they must agree on it.
+    model_dir = tmp_path / "run"
+    steps = 40
+    extra = (
+        f"--num_train_steps={steps}",
+        "--save_checkpoints_steps=1000",
+        "--save_checkpoints_seconds=0.1",
+        "--keep_checkpoint_max=100",
+    )
+    results = _finish(_start_workers(prepared, model_dir, extra=extra, strategy="auto"))
+    for code, out, err in results:
+        assert code == 0, err[-3000:]
+        # MultiWorkerMirroredStrategy's class is named CollectiveAllReduceStrategy.
+        assert "strategy CollectiveAllReduceStrategy with 2 replica(s)" in out, out
+    # One chief wrote the run's checkpoints; the other worker's scratch is gone.
+    saved = _saved_steps(model_dir)
+    assert saved[-1] == steps
+    assert not list(model_dir.glob("worker_*_scratch"))
+    # Saved by the time bound, at one interval for both workers: each worker's
+    # input position exists at every saved step.
+    timed = saved[:-1]
+    assert len(timed) >= 2, saved
+    interval = timed[1] - timed[0]
+    # Timing ends at step 11; from there on, every multiple of the interval.
+    assert timed[0] % interval == 0 and timed[0] - interval < 11, saved
+    assert timed == list(range(timed[0], steps, interval)), saved
+    positions = model_dir / "input_positions" / "2_workers"
+    for worker in ("worker_0", "worker_1"):
+        assert _saved_steps_in(positions / worker) == saved, worker
+
+
+def _saved_steps_in(directory):
+    return sorted(int(p.name[5:-6]) for p in directory.glob("ckpt-*.index"))
