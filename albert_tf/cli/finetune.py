@@ -168,6 +168,7 @@ def main() -> None:
     from albert_tf.training.devices import (
         Devices,
         auto_jit_compile,
+        cluster_workers,
         missing_gpu_warning,
         setup_line,
     )
@@ -179,15 +180,25 @@ def main() -> None:
             "fine-tuning runs in one process: use --strategy=mirrored (all local GPUs) "
             "or --strategy=tpu; multi_worker_mirrored is for pretraining"
         )
-    if FLAGS.steps_per_loop > 1 and FLAGS.gradient_accumulation_steps > 1:
+    if FLAGS.strategy == "auto" and cluster_workers(os.environ.get("TF_CONFIG")) > 1:
+        # --strategy=auto would make them one multi-worker job, which fine-tuning
+        # is not; each alone would write the same output directory.
+        raise UserError(
+            "fine-tuning runs in one process, but TF_CONFIG lists several workers: "
+            "launch one fine-tuning process (unset TF_CONFIG), with --strategy=mirrored "
+            "for all local GPUs"
+        )
+    # auto: fine-tuning has no memory plan yet; its batches are small.
+    accumulation = scale_flags.accumulation_steps() or 1
+    if FLAGS.steps_per_loop > 1 and accumulation > 1:
         raise UserError(
             "--steps_per_loop > 1 runs one micro-batch a step: drop "
             "--gradient_accumulation_steps, or use --steps_per_loop=1"
         )
-    if FLAGS.batch_size % FLAGS.gradient_accumulation_steps:
+    if FLAGS.batch_size % accumulation:
         raise UserError(
             f"--batch_size={FLAGS.batch_size} must be a multiple of "
-            f"--gradient_accumulation_steps={FLAGS.gradient_accumulation_steps}"
+            f"--gradient_accumulation_steps={accumulation}"
         )
     strategy = create_strategy(FLAGS.strategy, FLAGS.tpu)
     devices = Devices.detect(strategy)
@@ -262,7 +273,7 @@ def main() -> None:
         fused_kernels=FLAGS.fused_kernels,
         language=",".join(languages),
         strategy=strategy,
-        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+        gradient_accumulation_steps=accumulation,
         jit_compile=jit_compile,
         steps_per_loop=FLAGS.steps_per_loop,
         max_consecutive_nonfinite_steps=FLAGS.max_consecutive_nonfinite_steps,

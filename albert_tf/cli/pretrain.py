@@ -26,7 +26,7 @@ from absl import flags
 
 from albert_tf.cli import runner, scale_flags
 from albert_tf.cli.runner import UserError
-from albert_tf.config import SHARE_MODES
+from albert_tf.config import RECOMPUTE_MODES, SHARE_MODES
 from albert_tf.data.choices import DATA_SERVICE_MODES
 from albert_tf.data.examples import SENTENCE_TASKS
 from albert_tf.training.pretraining.options import OPTIMIZERS, PretrainingOptions
@@ -129,6 +129,28 @@ flags.DEFINE_float(
     "Weight decay (not on LayerNorm or biases).",
 )
 flags.DEFINE_float("clip_norm", _DEFAULTS["clip_norm"], "Global-norm gradient clipping.")
+# --- memory
+flags.DEFINE_enum(
+    "recompute",
+    _DEFAULTS["recompute"],
+    list(RECOMPUTE_MODES),
+    "layer: keep only each transformer layer's input for the backward pass and run the "
+    "layer again there (a fraction of the activation memory, about a third more "
+    "compute; needs a model without dropout, as ALBERT v2).",
+)
+flags.DEFINE_string(
+    "assume_devices",
+    None,
+    "Plan memory for hardware that is not here: COUNTxMEMORY (8x80GB, 8x40GiB) or a "
+    "TPU slice (v4-8, v3-32). With --gradient_accumulation_steps=auto it also sets the "
+    "run's accumulation.",
+)
+flags.DEFINE_bool(
+    "plan_only",
+    False,
+    "Print the memory plan (micro-batch x accumulation steps x devices, and the bytes "
+    "the compiled step needs) and exit without data or training.",
+)
 flags.DEFINE_integer("seed", _DEFAULTS["seed"], "Seed of data order, masks and initialisation.")
 # --- distribution
 flags.DEFINE_float(
@@ -154,7 +176,18 @@ flags.DEFINE_enum(
 )
 # --- bookkeeping
 flags.DEFINE_integer(
-    "save_checkpoints_steps", _DEFAULTS["save_checkpoints_steps"], "Checkpoint interval."
+    "save_checkpoints_steps",
+    _DEFAULTS["save_checkpoints_steps"],
+    "Save a checkpoint every N steps (and see --save_checkpoints_seconds).",
+    lower_bound=1,
+)
+flags.DEFINE_float(
+    "save_checkpoints_seconds",
+    _DEFAULTS["save_checkpoints_seconds"],
+    "Also save about this often, in seconds of training, so a crash loses at most "
+    "about this much (0: steps only). The seconds become a step interval timed on the "
+    "first steps after each start, the same on every worker.",
+    lower_bound=0.0,
 )
 flags.DEFINE_integer("keep_checkpoint_max", _DEFAULTS["keep_checkpoint_max"], "Checkpoints kept.")
 flags.DEFINE_integer(
@@ -203,7 +236,89 @@ def build_config(vocab_size: int):
     return config.replace(**overrides)
 
 
+def _options(**paths) -> PretrainingOptions:
+    from albert_tf.training.pretraining.faults import ENV_VAR
+
+    values = {
+        name: FLAGS[name].value
+        for name in _DEFAULTS
+        if name in FLAGS and name not in ("model_dir", "train_files", "eval_files")
+    }
+    values["gradient_accumulation_steps"] = scale_flags.accumulation_steps() or 1
+    return PretrainingOptions(faults=os.environ.get(ENV_VAR) or None, **paths, **values)
+
+
+def _memory_plan(config, options: PretrainingOptions, strategy=None):
+    """The plan for --assume_devices or the accelerators found; None on CPU alone."""
+    from albert_tf.training.devices import Devices, auto_precision
+    from albert_tf.training.memory_plan import device_budget, parse_devices
+    from albert_tf.training.pretraining.memory import plan_pretraining
+
+    devices = Devices.detect(strategy)
+    platform = "TPU" if devices.tpu else "GPU" if devices.gpus else "CPU"
+    if options.precision == "auto":
+        # Hardware named by --assume_devices is taken as having bfloat16 (TPUs,
+        # A100/H100 and later); found devices decide as the run itself will.
+        precision = "bfloat16" if FLAGS.assume_devices else auto_precision(devices)
+        options = dataclasses.replace(options, precision=precision)
+    if FLAGS.assume_devices:
+        try:
+            budget = parse_devices(FLAGS.assume_devices)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        if strategy is not None and budget.count != strategy.num_replicas_in_sync:
+            raise UserError(
+                f"--assume_devices={FLAGS.assume_devices} names {budget.count} devices but "
+                f"this run has {strategy.num_replicas_in_sync} replicas; drop "
+                "--assume_devices to plan for the devices found"
+            )
+    else:
+        replicas = strategy.num_replicas_in_sync if strategy is not None else None
+        budget = device_budget(devices, replicas)
+        if budget is None:
+            return None
+    try:
+        plan = plan_pretraining(config, options, budget, platform=platform)
+        return dataclasses.replace(plan, precision=options.precision)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def plan_only() -> None:
+    """--plan_only: the memory plan of the flags' model and batch, no data needed."""
+    from albert_tf.presets import get_preset
+
+    config = build_config(get_preset(FLAGS.preset).vocab_size)
+    options = _options(model_dir=FLAGS.model_dir or "", train_files="")
+    if FLAGS.assume_devices is None:
+        plan = _memory_plan(config, options)
+        if plan is None:
+            raise UserError(
+                "no GPU or TPU found to plan for: give --assume_devices (e.g. 8x80GB or v4-8)"
+            )
+    else:
+        plan = _memory_plan(config, options)
+    print(
+        f"model: E={config.embedding_size} H={config.hidden_size} "
+        f"L={config.num_hidden_layers} V={config.vocab_size}; batch {options.train_batch_size} "
+        f"x {options.max_seq_length} tokens; precision {plan.precision}; "
+        f"recompute {options.recompute}"
+    )
+    print(plan.describe())
+    explicit = scale_flags.accumulation_steps()
+    if explicit is not None and explicit != plan.accumulation_steps:
+        print(
+            f"note: --gradient_accumulation_steps={explicit} is kept as given; the plan "
+            f"would use {plan.accumulation_steps}"
+        )
+
+
 def main() -> None:
+    if FLAGS.plan_only:
+        plan_only()
+        return
+    if not FLAGS.model_dir:  # checked here: --plan_only needs none
+        raise UserError("--model_dir is required (see --helpshort)")
     if bool(FLAGS.corpus) == bool(FLAGS.train_files):
         raise UserError("Give exactly one of --corpus or --train_files.")
 
@@ -247,19 +362,14 @@ def main() -> None:
             raise UserError("--train_files runs need --tokenizer_dir.")
     tokenizer = load_tokenizer(tokenizer_dir)
     config = build_config(tokenizer.vocabulary_size)
-    from albert_tf.training.pretraining.faults import ENV_VAR
-
-    options = PretrainingOptions(
-        model_dir=model_dir,
-        train_files=train_files,
-        eval_files=eval_files,
-        faults=os.environ.get(ENV_VAR) or None,
-        **{
-            name: FLAGS[name].value
-            for name in _DEFAULTS
-            if name in FLAGS and name not in ("model_dir", "train_files", "eval_files")
-        },
-    )
+    options = _options(model_dir=model_dir, train_files=train_files, eval_files=eval_files)
+    if scale_flags.accumulation_steps() is None and options.tokens_per_batch is None:
+        plan = _memory_plan(config, options, strategy)
+        if plan is not None:
+            print(plan.describe())
+            options = dataclasses.replace(
+                options, gradient_accumulation_steps=plan.accumulation_steps
+            )
 
     print(
         f"model: E={config.embedding_size} H={config.hidden_size} "
@@ -314,7 +424,7 @@ def main() -> None:
 
 def run() -> None:
     """The `albert-pretrain` console script."""
-    runner.run(main, "pretrain", required=["model_dir"])
+    runner.run(main, "pretrain")
 
 
 if __name__ == "__main__":

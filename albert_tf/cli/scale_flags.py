@@ -20,9 +20,10 @@ flags.DEFINE_enum(
     "strategy",
     "auto",
     list(STRATEGIES),
-    "tf.distribute strategy. auto: tpu when --tpu is given, mirrored over all local GPUs "
-    "when there are several, else default (one device). multi_worker_mirrored needs "
-    "TF_CONFIG and uses NCCL on GPUs.",
+    "tf.distribute strategy. auto: tpu when --tpu is given or a TPU is attached (a TPU "
+    "VM), multi_worker_mirrored when TF_CONFIG lists several chief/worker tasks, "
+    "mirrored over all local GPUs when there are several, else default (one device). "
+    "multi_worker_mirrored needs TF_CONFIG and uses NCCL on GPUs.",
 )
 flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
 flags.DEFINE_enum(
@@ -49,13 +50,26 @@ flags.DEFINE_bool(
     "fused kernels (built with the C++ compiler on first use; stock TensorFlow ops if "
     "that fails). Not with --jit_compile.",
 )
-flags.DEFINE_integer(
+flags.DEFINE_string(
     "gradient_accumulation_steps",
-    _DEFAULTS["gradient_accumulation_steps"],
+    "auto",
     "Micro-batches per optimizer step: the batch size stays the optimizer's, memory "
-    "holds one micro-batch.",
-    lower_bound=1,
+    "holds one micro-batch. auto: pretrain plans it from the compiled step's memory on "
+    "the GPUs or TPU found (or --assume_devices); 1 on CPU and in finetune.",
 )
+flags.register_validator(
+    "gradient_accumulation_steps",
+    lambda v: v == "auto" or (v.isdigit() and int(v) >= 1),
+    "--gradient_accumulation_steps must be auto or a whole number of at least 1",
+)
+
+
+def accumulation_steps() -> int | None:
+    """``--gradient_accumulation_steps`` as a number; None for ``auto``."""
+    value = flags.FLAGS.gradient_accumulation_steps
+    return None if value == "auto" else int(value)
+
+
 flags.DEFINE_integer(
     "steps_per_loop",
     _DEFAULTS["steps_per_loop"],

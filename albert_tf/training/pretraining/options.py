@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from albert_tf.config import RECOMPUTE_MODES
 from albert_tf.data.choices import DATA_SERVICE_MODES
 from albert_tf.data.examples import SENTENCE_TASKS
 from albert_tf.training.choices import PRECISIONS
@@ -66,11 +67,19 @@ per replica and micro-batch (128 × 1 accumulation steps × 1 replicas); set \
     #: a run may resume with it switched.
     jit_compile: bool | None = None
     fused_kernels: bool = True
+    #: What the backward pass recomputes instead of keeping
+    #: (`albert_tf.layers.encoder.RECOMPUTE_MODES`): ``layer`` keeps only each
+    #: transformer layer's input, for about a third more compute.
+    recompute: str = "none"
     #: Optimizer steps per call of the compiled loop: the host dispatches one call
     #: and reads two numbers back per loop, not per step. Loops end at every logging,
     #: checkpoint and evaluation step, so those happen exactly as with 1.
     steps_per_loop: int = 1
     save_checkpoints_steps: int = 1000
+    #: Also save about this often, in seconds of training (0: steps only): the
+    #: seconds become a step interval timed on the first steps after each start,
+    #: the same on every worker (`albert_tf.training.pretraining.save_schedule`).
+    save_checkpoints_seconds: float = 600.0
     keep_checkpoint_max: int = 5
     eval_every_steps: int = 0
     num_eval_steps: int = 100
@@ -97,6 +106,8 @@ per replica and micro-batch (128 × 1 accumulation steps × 1 replicas); set \
             raise ValueError(f"precision must be one of {PRECISIONS}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError("optimizer must be 'lamb' or 'adamw'")
+        if self.recompute not in RECOMPUTE_MODES:
+            raise ValueError(f"recompute must be one of {RECOMPUTE_MODES}")
         if self.data_service_mode not in DATA_SERVICE_MODES:
             raise ValueError(f"data_service_mode must be one of {DATA_SERVICE_MODES}")
         if self.steps_per_loop < 1:
@@ -110,6 +121,10 @@ per replica and micro-batch (128 × 1 accumulation steps × 1 replicas); set \
         parse_fault_spec(self.faults)  # a typo in a test's spec fails here, before any work
         if self.steps_per_loop > 1 and self.faults:
             raise ValueError("fault injection needs --steps_per_loop=1 (it acts between steps)")
+        if self.save_checkpoints_steps < 1:
+            raise ValueError("save_checkpoints_steps must be at least 1")
+        if self.save_checkpoints_seconds < 0:
+            raise ValueError("save_checkpoints_seconds must be 0 (off) or more")
         if self.max_consecutive_nonfinite_steps < 1:
             raise ValueError("max_consecutive_nonfinite_steps must be at least 1")
         micro = self.gradient_accumulation_steps * num_replicas

@@ -32,6 +32,7 @@ from tqdm import tqdm
 from albert_tf import storage
 from albert_tf.config import AlbertConfig
 from albert_tf.data.pipeline import PipelineConfig, held_out_dataset, pretraining_dataset
+from albert_tf.layers.encoder import set_recompute
 from albert_tf.layers.implementations import (
     choose_implementation,
     model_implementation,
@@ -49,9 +50,11 @@ from albert_tf.training.pretraining.faults import FaultInjection, Faults
 from albert_tf.training.pretraining.hooks import Hooks, TrainerHook
 from albert_tf.training.pretraining.options import PretrainingOptions
 from albert_tf.training.pretraining.preemption import PREEMPTED_EXIT_CODE, PreemptionSaver
+from albert_tf.training.pretraining.save_schedule import SaveSchedule
 from albert_tf.training.pretraining.steps import PretrainingSteps
 from albert_tf.training.strategies import (
     WorkerLostError,
+    agreed_minimum,
     is_chief,
     num_workers,
     worker_index,
@@ -105,6 +108,7 @@ def build_model(
         fused_kernels=options.fused_kernels,
     )
     set_implementation(model, name)
+    set_recompute(model, options.recompute)
     return model
 
 
@@ -402,6 +406,13 @@ class PretrainingTrainer:
         if start >= options.num_train_steps:
             log(f"already at step {start} >= num_train_steps={options.num_train_steps}")
             return {}
+        #: When this run saves (steps, and seconds measured as steps).
+        self.save_schedule = SaveSchedule(
+            options.save_checkpoints_steps,
+            options.save_checkpoints_seconds,
+            start_step=start,
+            agree=functools.partial(agreed_minimum, self.strategy),
+        )
         bar = tqdm(
             total=options.num_train_steps,
             initial=start,
@@ -414,6 +425,7 @@ class PretrainingTrainer:
             save=self._save_current_step,
             on_exit=lambda: self._preempted(bar, log),
             scratch_dir=os.path.join(options.model_dir, "preemption"),
+            log=log,
         )
         try:
             with preemption:
@@ -437,10 +449,14 @@ class PretrainingTrainer:
         """Steps the next call may run from ``step``: at most ``steps_per_loop``, and
         never past a step that logs, saves, evaluates or ends the run."""
         options = self.options
-        intervals = [options.log_every_steps, options.save_checkpoints_steps]
+        intervals = [options.log_every_steps]
         if options.eval_files and options.eval_every_steps:
             intervals.append(options.eval_every_steps)
-        next_stop = min(options.num_train_steps, *(step + k - step % k for k in intervals if k > 0))
+        next_stop = min(
+            options.num_train_steps,
+            self.save_schedule.next_stop(step),
+            *(step + k - step % k for k in intervals if k > 0),
+        )
         return max(1, min(options.steps_per_loop, next_stop - step))
 
     def _train_loop(self, bar, preemption: PreemptionSaver, log) -> dict[str, float]:
@@ -536,8 +552,10 @@ class PretrainingTrainer:
                 self.evaluate(log=lambda *_: None)
             # Saved after this step's metrics are written: a run killed in
             # between resumes from the previous checkpoint and rewrites them,
-            # so the learning curve never misses a step.
-            if step % options.save_checkpoints_steps == 0:
+            # so the learning curve never misses a step. Every worker decides the
+            # same from the step alone (save_schedule).
+            self.save_schedule.observe(step)
+            if self.save_schedule.due(step):
                 self.hooks.before_save(step)
                 self.hooks.during_save(step, functools.partial(self._write_half, step))
                 self._save(step)
