@@ -159,7 +159,14 @@ def test_a_work_dir_from_an_older_demo_models_is_refused_before_training(tmp_pat
     data = tmp_path / "zh" / "data"
     data.mkdir(parents=True)
     (data / "prepare.json").write_text(json.dumps({"items": {"test": 10}}))  # no version
-    result = _demo_models("--languages=zh", "--stages=prepare,finetune", f"--work_dir={tmp_path}")
+    # The embedded sample stands in for the shared corpora, which a clone lacks: the
+    # check under test comes after the corpora are found.
+    result = _demo_models(
+        "--languages=zh",
+        "--stages=prepare,finetune",
+        "--zh_corpora=sample:zh",
+        f"--work_dir={tmp_path}",
+    )
     assert result.returncode == 2
     assert "prepared by an older demo_models (items version 1, now 2)" in result.stderr
     assert not (tmp_path / "zh" / "finetune").exists()
@@ -170,6 +177,8 @@ def test_a_missing_encoder_is_named_before_any_work(tmp_path):
         "--languages=zh",
         "--stages=prepare,finetune",
         "--zh_encoder=/nowhere",
+        "--zh_corpora=sample:zh",
+        "--en_corpora=sample:en",
         f"--work_dir={tmp_path}",
     )
     assert result.returncode == 2
@@ -178,12 +187,15 @@ def test_a_missing_encoder_is_named_before_any_work(tmp_path):
     # Every language's encoder is checked before the first language's work starts.
     both = _demo_models(
         "--languages=zh,en", "--stages=prepare,finetune", "--en_encoder=/nowhere",
-        f"--work_dir={tmp_path}",
+        "--zh_corpora=sample:zh", "--en_corpora=sample:en", f"--work_dir={tmp_path}",
     )  # fmt: skip
     assert both.returncode == 2 and "--en_encoder=/nowhere" in both.stderr
     assert not (tmp_path / "zh" / "data").exists()
     # Pretraining asked for by name beside an encoder is a contradiction, not a no-op.
-    pretrain = _demo_models("--languages=zh", "--stages=prepare,pretrain", f"--work_dir={tmp_path}")
+    pretrain = _demo_models(
+        "--languages=zh", "--stages=prepare,pretrain", "--zh_corpora=sample:zh",
+        f"--work_dir={tmp_path}",
+    )  # fmt: skip
     assert pretrain.returncode == 2
     assert "add --zh_encoder= (empty) to pretrain" in pretrain.stderr
 
