@@ -6,10 +6,10 @@ back is the model that went out."""
 import json
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers.commands import run_command
 from helpers.testing_utils import TWO_LAYERS, random_batch, tiny_config
 
 import albert_tf
@@ -22,13 +22,7 @@ LABELS = ["负面", "中性", "正面"]
 
 
 def _convert(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "albert_tf.convert", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-    )
+    return run_command("convert", *args, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,10 @@ written through `tf.io.gfile`, the same scores as from local paths."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import keras
 import pytest
+from helpers.commands import QUIET_CPU_ENV, run_command
 from helpers.training_utils import tiny_albert
 
 import albert_tf
@@ -18,15 +17,7 @@ from albert_tf.training.evaluation import evaluate_pretraining
 
 
 def _cli(*args, cwd):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    return subprocess.run(
-        [sys.executable, "-m", "albert_tf.evaluate_pretraining", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=cwd,
-    )
+    return run_command("evaluate_pretraining", *args, cwd=cwd, env=QUIET_CPU_ENV)
 
 
 def test_model_shards_and_results_in_a_bucket(prepared, vocab, tmp_path):

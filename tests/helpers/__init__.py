@@ -8,6 +8,7 @@ puts tests/ on pytest's ``pythonpath``; worker scripts run in a subprocess put t
 * `numerics`: tolerances from floating-point arithmetic (`albert_budget`,
   `assert_normwise_close`) and the oneDNN instruction-set ladder; `test_numerics.py`
   beside it checks them.
+* `commands`: a package command run in a subprocess (`run_command`).
 * `training_utils`: tiny pretraining runs (config, options, the pretrain command, ports).
 * `mc_helpers`: the tiny English and Chinese multiple-choice models, built once a session.
 * `classifier_helpers`: the tiny text classifiers of the app tests, built once a session.

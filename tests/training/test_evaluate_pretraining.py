@@ -4,11 +4,10 @@ import glob
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers.commands import QUIET_CPU_ENV, run_command
 from helpers.training_utils import scoring_batches, tiny_albert, tiny_options
 
 from albert_tf.checkpoints.saved_format import save_model
@@ -27,14 +26,7 @@ def trained(tmp_path_factory, prepared, vocab):
 
 
 def _cli(*args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    return subprocess.run(
-        [sys.executable, "-m", "albert_tf.evaluate_pretraining", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    return run_command("evaluate_pretraining", *args, env=QUIET_CPU_ENV)
 
 
 def test_scores_match_the_trainer_and_a_plain_numpy_count(trained, prepared):

@@ -1,10 +1,10 @@
 """The memory plan: its arithmetic on faked device memory, checked against the compiled
 step's own measure, and what the activation-memory options save on that measure."""
 
-import subprocess
-import sys
+import re
 
 import pytest
+from helpers.commands import run_command
 from helpers.testing_utils import tiny_config
 
 from albert_tf.training.memory_plan import DeviceBudget, parse_devices, plan_batches
@@ -84,30 +84,13 @@ def test_plan_only_prints_a_plan_that_multiplies_to_the_batch(tmp_path):
         "--num_hidden_layers=2\n--num_attention_heads=2\n--intermediate_size=64\n"
         "--max_seq_length=64\n--train_batch_size=256\n--precision=auto\n"
     )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "albert_tf.pretrain",
-            f"--flagfile={flagfile}",
-            "--plan_only",
-            "--assume_devices=4x1GB",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = run_command(
+        "pretrain", f"--flagfile={flagfile}", "--plan_only", "--assume_devices=4x1GB", timeout=300
     )
     assert result.returncode == 0, result.stderr
     line = next(x for x in result.stdout.splitlines() if x.startswith("memory plan:"))
     assert "4 device(s)" in line and "precision bfloat16" in result.stdout
-    import re
-
     micro, steps = map(int, re.search(r"micro-batch (\d+) × (\d+) accumulation", line).groups())
     assert micro * steps * 4 == 256
-    bad = subprocess.run(
-        [sys.executable, "-m", "albert_tf.pretrain", f"--flagfile={flagfile}", "--plan_only"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    bad = run_command("pretrain", f"--flagfile={flagfile}", "--plan_only", timeout=300)
     assert bad.returncode == 2 and "--assume_devices" in bad.stderr
