@@ -12,9 +12,10 @@ compute, the ``xla`` implementation the accelerators run, in three forms:
   back);
 * ``lean``: today's default: attention by key blocks (`albert_tf.layers.blocked_attention`,
   nothing of [S, S] kept) and the GELU recomputed from its input;
-* ``lean + recompute=layer``: only each transformer layer's input kept.
+* ``recompute_layer``: ``lean`` with ``--recompute=layer``, only each transformer
+  layer's input kept.
 
-Writes ``bench/results/activation_memory.json`` and prints a table::
+Writes ``bench/results/activation_memory.json``::
 
     python -m bench.activation_memory            # about 2 minutes on 2 cores
     python -m bench.activation_memory --smoke    # a tiny model, plumbing only
@@ -25,17 +26,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import os
+from typing import Any
 
 from bench import common
+from bench.common import Job, Steps
+
+#: variant → (``recompute``, whether the arithmetic before the lean backward is rebuilt)
+VARIANTS = {"before": ("none", True), "lean": ("none", False), "recompute_layer": ("layer", False)}
 
 
 @contextlib.contextmanager
 def _before():
-    """Swaps in the arithmetic of the code before the lean backward."""
+    """Switches the xla implementation back to the arithmetic before the lean backward."""
     import tensorflow as tf
 
-    from albert_tf.activations import gelu_new
     from albert_tf.layers import attention, implementations
 
     saved = attention.softmax_kept_as, implementations.XLA
@@ -44,7 +48,6 @@ def _before():
         implementations.XLA, recompute_elementwise=False, blocked_attention=False
     )
     implementations.IMPLEMENTATIONS["xla"] = implementations.XLA
-    assert gelu_new  # the kept-tensors GELU runs when recompute_elementwise is off
     try:
         yield
     finally:
@@ -52,68 +55,64 @@ def _before():
         implementations.IMPLEMENTATIONS["xla"] = implementations.XLA
 
 
-def measure(smoke: bool) -> dict:
-    from albert_tf.presets import get_preset
-    from albert_tf.training.pretraining.memory import step_bytes
-    from albert_tf.training.pretraining.options import PretrainingOptions
-
-    config = get_preset("albert_base_v2")
-    seq = 512
-    if smoke:
-        config = config.replace(hidden_size=64, num_attention_heads=2, intermediate_size=128)
-        seq = 64
-    rows = []
-    for name, recompute, patch in (
-        ("before", "none", _before),
-        ("lean", "none", contextlib.nullcontext),
-        ("lean + recompute=layer", "layer", contextlib.nullcontext),
-    ):
-        options = PretrainingOptions(
-            "unused", "unused", max_seq_length=seq, precision="bfloat16", recompute=recompute
-        )
-        with patch():
-            one, two = (step_bytes(config, options, m) for m in (1, 2))
-        rows.append({"variant": name, "one_example_bytes": one, "per_example_bytes": two - one})
-        print(f"{name}: {(two - one) / 1e6:.1f} MB per example", flush=True)
-    base = rows[0]["per_example_bytes"]
-    for row in rows:
-        row["fraction_of_before"] = row["per_example_bytes"] / base
-    return {
-        "machine": common.machine_info(),
-        "model": "albert_base_v2" if not smoke else "smoke",
-        "max_seq_length": seq,
-        "precision": "bfloat16",
-        "measured_on": "XLA:CPU buffer assignment",
-        "rows": rows,
-    }
-
-
-def table(report: dict) -> str:
-    lines = [
-        "| variant | bytes kept per example | of before |",
-        "| --- | ---: | ---: |",
-    ]
-    for row in report["rows"]:
-        lines.append(
-            f"| {row['variant']} | {row['per_example_bytes'] / 1e6:.1f} MB | "
-            f"{row['fraction_of_before']:.0%} |"
-        )
-    return "\n".join(lines)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--output", default=None)
-    args = parser.parse_args()
-    report = measure(args.smoke)
-    path = args.output or (
-        os.path.join(common.RESULTS, "activation_memory.json")
-        if not args.smoke
-        else os.path.join("/tmp", "activation_memory_smoke.json")
+class ActivationMemory(common.Benchmark):
+    name = "activation_memory"
+    what = (
+        "bytes a pretraining step keeps per example (ALBERT-base, length 512, bfloat16, "
+        "XLA:CPU buffer assignment of one replica's forward and backward pass)"
     )
-    common.publish(report, path, table(report))
+    variants = tuple(VARIANTS)
+    isolated = False  # memory is read from the compiled plan, not timed
+
+    def configure(self, args: argparse.Namespace) -> None:
+        args.seq = 64 if args.smoke else 512
+
+    def header(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {
+            "model": "smoke" if args.smoke else "albert_base_v2",
+            "max_seq_length": args.seq,
+            "precision": "bfloat16",
+            "memory": "XLA:CPU buffer assignment, albert_tf.training.pretraining.memory",
+        }
+
+    def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
+        report["results"] = {}
+        for variant in args.variants:
+            report["results"][variant] = yield Job(variant, {"variant": variant})
+
+    def measure(self, args: argparse.Namespace, job: Job) -> dict[str, Any]:
+        from albert_tf.presets import get_preset
+        from albert_tf.training.pretraining.memory import step_bytes
+        from albert_tf.training.pretraining.options import PretrainingOptions
+
+        config = get_preset("albert_base_v2")
+        if args.smoke:
+            config = config.replace(hidden_size=64, num_attention_heads=2, intermediate_size=128)
+        recompute, before = VARIANTS[args.variant]
+        options = PretrainingOptions(
+            "unused", "unused", max_seq_length=args.seq, precision="bfloat16", recompute=recompute
+        )
+        with _before() if before else contextlib.nullcontext():
+            one, two = (step_bytes(config, options, m) for m in (1, 2))
+        return {"one_example_bytes": one, "per_example_bytes": two - one}
+
+    def summarize(self, report: dict[str, Any]) -> None:
+        results = report.get("results", {})
+        base = results.get("before", {}).get("per_example_bytes")
+        for row in results.values():
+            if base and "per_example_bytes" in row:
+                row["fraction_of_before"] = round(row["per_example_bytes"] / base, 3)
+
+    def table(self, report: dict[str, Any]) -> str:
+        lines = ["| variant | bytes kept per example | of before |", "| --- | ---: | ---: |"]
+        for variant, row in report["results"].items():
+            fraction = row.get("fraction_of_before")
+            lines.append(
+                f"| {variant} | {row['per_example_bytes'] / 1e6:.1f} MB | "
+                f"{'' if fraction is None else f'{fraction:.0%}'} |"
+            )
+        return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    main()
+    common.main(ActivationMemory())
