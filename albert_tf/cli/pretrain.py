@@ -290,14 +290,11 @@ def plan_only() -> None:
 
     config = build_config(get_preset(FLAGS.preset).vocab_size)
     options = _options(model_dir=FLAGS.model_dir or "", train_files="")
-    if FLAGS.assume_devices is None:
-        plan = _memory_plan(config, options)
-        if plan is None:
-            raise UserError(
-                "no GPU or TPU found to plan for: give --assume_devices (e.g. 8x80GB or v4-8)"
-            )
-    else:
-        plan = _memory_plan(config, options)
+    plan = _memory_plan(config, options)
+    if plan is None:  # CPU alone, and no --assume_devices
+        raise UserError(
+            "no GPU or TPU found to plan for: give --assume_devices (e.g. 8x80GB or v4-8)"
+        )
     print(
         f"model: E={config.embedding_size} H={config.hidden_size} "
         f"L={config.num_hidden_layers} V={config.vocab_size}; batch {options.train_batch_size} "

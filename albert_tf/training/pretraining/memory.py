@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
@@ -58,7 +57,6 @@ class _Probe:
 
         self.options = dataclasses.replace(options, gradient_accumulation_steps=1, jit_compile=True)
         self.platform = platform
-        keras.utils.set_random_seed(0)
         self.model = AlbertPretrainingModel.from_albert_config(
             config, dtype=dtype_policy(options.precision)
         )
