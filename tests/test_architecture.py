@@ -51,8 +51,8 @@ def _task_area(parts: list[str]) -> str:
     """The area of ``albert_tf.tasks...`` given the names after ``albert_tf.tasks``."""
     if not parts:
         return "task_registry"  # the registry, albert_tf/tasks/__init__.py
-    if parts == ["task"]:
-        return "tasks"  # the base class of the tasks' task.py
+    if parts in (["task"], ["run"]):
+        return "tasks"  # the base class of the tasks' task.py; run_finetuning, which wires them
     if len(parts) >= 2 and parts[1] in TASK_PARTS:
         return TASK_PARTS[parts[1]]
     return "task_registry"  # spec.py and each task's __init__ (its spec)
