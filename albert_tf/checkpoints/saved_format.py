@@ -28,7 +28,7 @@ import numpy as np
 from albert_tf import storage
 from albert_tf.config import AlbertConfig
 from albert_tf.storage import write_json_atomic
-from albert_tf.tasks import HEAD_PREFIXES, TaskSpec, get_task
+from albert_tf.tasks import TaskSpec, get_task, head_prefixes
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "weights.h5"
@@ -42,10 +42,11 @@ MULTIPLE_CHOICE = get_task("multiple_choice")
 CLASSIFICATION = get_task("classification")
 #: The pretraining heads (a task model loads none of them).
 PRETRAINING_HEADS = ("mlm_head/", "sop_head/")
-#: Every fine-tuning head (a pretraining model or an encoder loads none of them).
-TASK_HEADS = HEAD_PREFIXES
-# Head components each model may carry, by attribute name.
-HEADS = tuple(prefix.rstrip("/") for prefix in (*PRETRAINING_HEADS, *TASK_HEADS))
+
+
+def _heads() -> tuple[str, ...]:
+    """Head components a model may carry, by attribute name (tasks registered now included)."""
+    return tuple(prefix.rstrip("/") for prefix in (*PRETRAINING_HEADS, *head_prefixes()))
 
 
 class CheckpointError(ValueError):
@@ -71,7 +72,7 @@ def named_weights(model: keras.Model) -> dict[str, keras.Variable]:
     named: dict[str, keras.Variable] = {}
     seen: set[int] = set()
     components = [("backbone", model.backbone)] + [
-        (head, getattr(model, head)) for head in HEADS if hasattr(model, head)
+        (head, getattr(model, head)) for head in _heads() if hasattr(model, head)
     ]
     for prefix, component in components:
         for variable in component.weights:
@@ -217,7 +218,7 @@ def load(directory: str | os.PathLike[str], *, dtype=None):
 
     config = read_config(directory)
     model = AlbertPretrainingModel.from_albert_config(config, dtype=dtype)
-    arrays = {k: v for k, v in read_weights(directory).items() if not k.startswith(TASK_HEADS)}
+    arrays = {k: v for k, v in read_weights(directory).items() if not k.startswith(head_prefixes())}
     assign_weights(model, arrays)
     return model
 
@@ -304,5 +305,5 @@ def load_text_classifier(
 def _task_arrays(weights: dict, head_prefix: str) -> dict:
     """The arrays a task model with the head ``head_prefix`` loads: the backbone,
     the pooler and its own head, not another task's or pretraining's heads."""
-    others = tuple(p for p in (*PRETRAINING_HEADS, *TASK_HEADS) if p != head_prefix)
+    others = tuple(p for p in (*PRETRAINING_HEADS, *head_prefixes()) if p != head_prefix)
     return {k: v for k, v in weights.items() if not k.startswith(others)}

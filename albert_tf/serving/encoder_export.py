@@ -31,9 +31,10 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf import storage
-from albert_tf.checkpoints.saved_format import TASK_HEADS, assign_weights, read_config
+from albert_tf.checkpoints.saved_format import assign_weights, read_config
 from albert_tf.checkpoints.saved_format import read_weights as read_saved_weights
 from albert_tf.layers.implementations import set_implementation
+from albert_tf.tasks import head_prefixes
 
 #: The encoder's input names, as TF Hub's BERT encoders take them.
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -214,7 +215,7 @@ def export_encoder(
             f"{config.max_position_embeddings}"
         )
     arrays = {
-        k: v for k, v in read_saved_weights(model_dir).items() if not k.startswith(TASK_HEADS)
+        k: v for k, v in read_saved_weights(model_dir).items() if not k.startswith(head_prefixes())
     }
     with_mlm = any(name.startswith("mlm_head/") for name in arrays)
     model = AlbertPretrainingModel(AlbertBackbone(config, output_hidden_states=True))

@@ -3,8 +3,9 @@
 Everything that depends on the task (export, saving and loading, conversion,
 ``finetune``, the app) looks the task up here; nothing else branches on its
 name. A task folder holds a `TaskSpec` in its ``__init__.py`` and its parts
-beside it (`albert_tf.tasks.spec`). A new task: a folder like
-``multiple_choice/`` and a line in `_SPECS`.
+beside it (`albert_tf.tasks.spec`). The package's own tasks are registered
+below; another one is added with `register_task` (before a command parses its
+flags, for ``finetune --task`` to list it).
 
 >>> sorted(TASKS)
 ['classification', 'multiple_choice', 'span_qa', 'tagging']
@@ -14,6 +15,10 @@ beside it (`albert_tf.tasks.spec`). A new task: a folder like
 Traceback (most recent call last):
 ...
 ValueError: unknown task 'ner': one of classification, multiple_choice, span_qa, tagging
+>>> register_task(TaskSpec(name="ner", head="classifier_head", hf_architecture="X", parts={}))
+Traceback (most recent call last):
+...
+ValueError: task 'classification' has the head 'classifier_head': a head names one task
 """
 
 from __future__ import annotations
@@ -23,18 +28,43 @@ from collections.abc import Iterable
 from albert_tf.tasks.classification import SPEC as _CLASSIFICATION
 from albert_tf.tasks.multiple_choice import SPEC as _MULTIPLE_CHOICE
 from albert_tf.tasks.span_qa import SPEC as _SPAN_QA
-from albert_tf.tasks.spec import TaskSpec
+from albert_tf.tasks.spec import PARTS, TaskSpec
 from albert_tf.tasks.tagging import SPEC as _TAGGING
 
-_SPECS = (_MULTIPLE_CHOICE, _CLASSIFICATION, _TAGGING, _SPAN_QA)
-#: Name → spec, in the order ``--help`` lists them.
-TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in _SPECS}
+#: Name → spec, in the order ``--help`` lists them; `register_task` adds to it.
+TASKS: dict[str, TaskSpec] = {}
 #: What a fine-tuned directory without a recorded task holds (the first task there was).
 DEFAULT_TASK = _MULTIPLE_CHOICE.name
-#: Every task head's weight prefix (a pretraining model loads none of them).
-HEAD_PREFIXES = tuple(spec.head_prefix for spec in _SPECS)
 
-__all__ = ["DEFAULT_TASK", "HEAD_PREFIXES", "TASKS", "TaskSpec", "get_task", "task_of_heads"]
+__all__ = [
+    "DEFAULT_TASK",
+    "TASKS",
+    "TaskSpec",
+    "get_task",
+    "head_prefixes",
+    "register_task",
+    "task_of_heads",
+]
+
+
+def register_task(spec: TaskSpec) -> TaskSpec:
+    """Adds ``spec`` to `TASKS`: from then on fine-tuning, export, loading and
+    conversion find it. Its name and its head must be new (a checkpoint's head
+    names its task); its parts must be ones `PARTS` knows."""
+    if spec.name in TASKS:
+        raise ValueError(f"a task named {spec.name!r} is registered already")
+    owner = next((other for other in TASKS.values() if other.head == spec.head), None)
+    if owner is not None:
+        raise ValueError(f"task {owner.name!r} has the head {spec.head!r}: a head names one task")
+    unknown = sorted(set(spec.parts) - set(PARTS))
+    if unknown:
+        raise ValueError(f"task {spec.name!r} has unknown parts {unknown}: parts are {list(PARTS)}")
+    TASKS[spec.name] = spec
+    return spec
+
+
+for _spec in (_MULTIPLE_CHOICE, _CLASSIFICATION, _TAGGING, _SPAN_QA):
+    register_task(_spec)
 
 
 def get_task(name: str | None) -> TaskSpec:
@@ -45,7 +75,12 @@ def get_task(name: str | None) -> TaskSpec:
     return spec
 
 
+def head_prefixes() -> tuple[str, ...]:
+    """Every registered task head's weight prefix (a pretraining model loads none of them)."""
+    return tuple(spec.head_prefix for spec in TASKS.values())
+
+
 def task_of_heads(heads: Iterable[str]) -> TaskSpec | None:
     """The task whose head is among the layer names ``heads`` (None: no task head)."""
     heads = set(heads)
-    return next((spec for spec in _SPECS if spec.head in heads), None)
+    return next((spec for spec in TASKS.values() if spec.head in heads), None)
