@@ -179,7 +179,7 @@ def check_hf_tokenizer(tokenizer) -> None:
             "Hugging Face's AlbertTokenizer always does: the ids would differ"
         )
     if tokenizer.kind == "sentencepiece" and tokenizer.fold_punctuation:
-        from albert_tf.tokenizers.sentencepiece import check_foldable
+        from albert_tf.tokenizers.normalization import check_foldable
 
         try:
             check_foldable(tokenizer._model_proto)
@@ -274,7 +274,7 @@ def write_hf_tokenizer(tokenizer, directory: str, max_length: int) -> list[str]:
         if getattr(tokenizer, "fold_punctuation", False):
             # AlbertTokenizer has no such step; the model's own normaliser can fold
             # (check_hf_tokenizer made sure it can).
-            from albert_tf.tokenizers.sentencepiece import typography_folding_model
+            from albert_tf.tokenizers.normalization import typography_folding_model
 
             proto = typography_folding_model(proto)
         storage.write_bytes(os.path.join(directory, "spiece.model"), proto)

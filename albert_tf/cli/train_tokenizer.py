@@ -87,7 +87,7 @@ def main() -> None:
     sentences = iter_sentences(paths, stats)
     progress = _progress(time.time())
     if FLAGS.kind == "sentencepiece":
-        from albert_tf.tokenizers.sentencepiece import train_sentencepiece
+        from albert_tf.tokenizers.sentencepiece_training import train_sentencepiece
 
         tokenizer = train_sentencepiece(
             sentences,

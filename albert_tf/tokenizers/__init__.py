@@ -5,11 +5,9 @@ Training text comes from the one corpus reader, `albert_tf.data.iter_sentences`
 (the data layer imports tokenizers, never the other way round)."""
 
 from albert_tf.tokenizers.base import SPECIAL_TOKENS, Tokenizer, load_tokenizer
-from albert_tf.tokenizers.sentencepiece import (
-    SentencePieceTokenizer,
-    normalize_text,
-    train_sentencepiece,
-)
+from albert_tf.tokenizers.normalization import normalize_text
+from albert_tf.tokenizers.sentencepiece import SentencePieceTokenizer
+from albert_tf.tokenizers.sentencepiece_training import train_sentencepiece
 from albert_tf.tokenizers.wordpiece import (
     WordPieceTokenizer,
     basic_tokenize,

@@ -1,24 +1,18 @@
-"""English ALBERT tokenisation: text normalisation + a SentencePiece model.
+"""English ALBERT tokenisation: a SentencePiece model behind `Tokenizer`.
 
 Reproduces, in-graph, what google-research/albert's ``FullTokenizer`` with an
 ``spm_model_file`` and Hugging Face's slow ``AlbertTokenizer`` do:
 
-1. lower-case (one character at a time, as HF does before anything else);
-2. collapse runs of whitespace to one space and strip the ends;
-3. turn the LaTeX-style quotes ``\\`\\``` and ``''`` into ``"``;
-4. NFKD, then drop combining marks (unless ``keep_accents``);
-5. lower-case again (a no-op after 1; kept for exactness);
-5a. optionally (``fold_punctuation=True``, the default of models trained here) fold
-   typographic punctuation to what a keyboard types: curly quotes to ``'`` and
-   ``"``, dashes and the minus sign to ``-``, no-break spaces to a space;
-6. SentencePiece encoding (the model applies its own nmt_nfkc normaliser);
-7. the "digit-comma" rule: a piece such as ``▁9,`` is re-encoded as
+1. ALBERT's text normalisation (`albert_tf.tokenizers.normalization`: lower-casing,
+   whitespace, quotes, accents and, optionally, typographic punctuation);
+2. SentencePiece encoding (the model applies its own nmt_nfkc normaliser);
+3. the "digit-comma" rule: a piece such as ``▁9,`` is re-encoded as
    ``▁9`` + ``,`` so numbers like "1,000" are not glued to their comma.
 
 Only tensorflow / tensorflow-text ops are used, so a SavedModel that calls
 :meth:`SentencePieceTokenizer.tokenize` needs nothing but those two at serving
 time. The model proto lives in the graph as a constant of the tf-text
-SentencePiece resource.
+SentencePiece resource. Training a model: `albert_tf.tokenizers.sentencepiece_training`.
 
 Example:
     >>> tok = SentencePieceTokenizer.from_file("spiece.model")  # doctest: +SKIP
@@ -29,15 +23,10 @@ Example:
 from __future__ import annotations
 
 import functools
-import logging
 import os
-import re
 import sys
-import tempfile
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,10 +40,7 @@ from tensorflow_text.python.ops.sentencepiece_tokenizer import (
 from albert_tf import storage
 from albert_tf.tokenizers import _text_ops
 from albert_tf.tokenizers.base import Tokenizer, write_config
-from albert_tf.tokenizers.sentencepiece_proto import (
-    user_defined_pieces,
-    with_normalization_rules,
-)
+from albert_tf.tokenizers.normalization import normalize_chars, normalize_text
 
 MODEL_FILENAME = "spiece.model"
 WORD_START = "▁"
@@ -63,187 +49,12 @@ _sentencepiece_op = (
 )  # U+2581, SentencePiece's word-boundary marker
 
 
-#: Typographic characters and the keyboard character each folds to
-#: (``fold_punctuation``). Curly quotes and dashes survive NFKC/NFKD, and a
-#: no-break space survives ``keep_accents`` (no NFKD).
-TYPOGRAPHIC_FOLDS: tuple[tuple[str, str], ...] = (
-    ("\u2018\u2019\u201a\u201b", "'"),
-    ("\u201c\u201d\u201e\u201f", '"'),
-    ("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),
-    ("\u00a0\u2007\u202f", " "),
-)
-
-
-def fold_typography(texts: tf.Tensor) -> tf.Tensor:
-    """`TYPOGRAPHIC_FOLDS` applied in-graph.
-
-    >>> text = tf.constant(["\u201cIt\u2019s 9\u201310\u00a0am\u201d"])
-    >>> print(fold_typography(text).numpy()[0].decode())
-    "It's 9-10 am"
-    """
-    for chars, replacement in TYPOGRAPHIC_FOLDS:
-        texts = tf.strings.regex_replace(texts, f"[{chars}]", replacement)
-    return texts
-
-
-def normalize_text(
-    texts: tf.Tensor,
-    *,
-    lower_case: bool = True,
-    remove_space: bool = True,
-    keep_accents: bool = False,
-    fold_punctuation: bool = False,
-) -> tf.Tensor:
-    """ALBERT's pre-SentencePiece text normalisation, in-graph.
-
-    Args:
-      texts: tf.string tensor of any shape.
-      lower_case: lower-case the text (uncased models).
-      remove_space: collapse whitespace runs and strip both ends.
-      keep_accents: keep combining marks (after NFKD they are dropped).
-      fold_punctuation: fold curly quotes, dashes and no-break spaces, last
-        (`fold_typography`), so that what it yields is not normalised again:
-        ``’’`` stays two apostrophes, as a SentencePiece model whose own
-        normaliser folds them (`typography_folding_model`) gives it.
-
-    Returns:
-      tf.string tensor of the same shape.
-
-    Example:
-        >>> normalize_text(tf.constant(["  Café\\t``naïve''  "])).numpy()[0].decode()
-        'cafe "naive"'
-    """
-    texts = _text_ops.transcode_utf8(tf.convert_to_tensor(texts, tf.string))
-    if lower_case:
-        texts = _text_ops.lower_utf8(texts)
-    if remove_space:
-        space = _text_ops.python_whitespace_class()
-        texts = tf.strings.regex_replace(texts, f"[{space}]+", " ")
-        texts = tf.strings.regex_replace(texts, "^ | $", "")
-    texts = tf.strings.regex_replace(texts, "``|''", '"')
-    if not keep_accents:
-        texts = tf_text.normalize_utf8(texts, "NFKD")
-        texts = tf.strings.regex_replace(texts, f"[{_text_ops.combining_class()}]", "")
-    if lower_case:
-        texts = _text_ops.lower_utf8(texts)
-    if fold_punctuation:
-        texts = fold_typography(texts)
-    return texts
-
-
-def normalize_chars(
-    texts: tf.Tensor,
-    *,
-    lower_case: bool = True,
-    remove_space: bool = True,
-    keep_accents: bool = False,
-    fold_punctuation: bool = False,
-) -> tf.RaggedTensor:
-    """`normalize_text` applied to each character of ``texts`` on its own.
-
-    tf.string [batch] → tf.string ragged [batch, (chars)]: what each character
-    becomes ("" when removed). Joined, they are `normalize_text` of the text;
-    kept apart, they say which character each byte came from. The steps that
-    look at neighbours are done by position: a whitespace run keeps its first
-    character as a space (none at the ends), and a pair of backticks or of apostrophes
-    becomes ``"`` on its second character. Per character, NFKD differs from NFKD
-    of the whole text only in the order of combining marks, all dropped.
-
-    Example:
-        >>> chars = normalize_chars(tf.constant([" Ça  ``va''"]))
-        >>> [c.decode() for c in chars.to_list()[0]]
-        ['', 'c', 'a', ' ', '', '', '"', 'v', 'a', '', '"']
-    """
-    texts = _text_ops.transcode_utf8(tf.convert_to_tensor(texts, tf.string))
-    chars, char_bytes = tf.strings.unicode_split_with_offsets(texts, "UTF-8")
-    flat, rows = chars.flat_values, chars.value_rowids()
-    position = tf.ragged.range(chars.row_lengths()).flat_values
-    if lower_case:
-        flat = _text_ops.lower_utf8(flat)
-    if remove_space:
-        space = tf.strings.regex_full_match(flat, f"[{_text_ops.python_whitespace_class()}]")
-        after_space = tf.concat([[False], space[:-1]], 0) & (position > 0)
-        first = tf.math.unsorted_segment_min(
-            tf.where(space, tf.constant(position.dtype.max, position.dtype), position),
-            rows,
-            chars.nrows(),
-        )
-        last = tf.math.unsorted_segment_max(
-            tf.where(space, tf.constant(-1, position.dtype), position), rows, chars.nrows()
-        )
-        kept = (
-            space
-            & ~after_space
-            & (position > tf.gather(first, rows))
-            & (position < tf.gather(last, rows))
-        )
-        flat = tf.where(space, tf.where(kept, " ", ""), flat)
-    # The pairs whole-text normalisation replaces: its leftmost non-overlapping matches.
-    parts, part_bytes, _ = tf_text.regex_split_with_offsets(texts, "``|''", "``|''")
-    text_base = tf.cumsum(tf.cast(tf.strings.length(texts), tf.int64), exclusive=True)
-    is_pair = (parts.flat_values == "``") | (parts.flat_values == "''")
-    pair_bytes = tf.boolean_mask(
-        part_bytes.flat_values + tf.gather(text_base, parts.value_rowids()), is_pair
-    )
-    pair = tf.searchsorted(char_bytes.flat_values + tf.gather(text_base, rows), pair_bytes)
-    # The quote is given to the pair's second character, as Hugging Face's fast tokenizer aligns it.
-    flat = tf.tensor_scatter_nd_update(flat, pair[:, None], tf.fill(tf.shape(pair), ""))
-    flat = tf.tensor_scatter_nd_update(flat, pair[:, None] + 1, tf.fill(tf.shape(pair), '"'))
-    if not keep_accents:
-        flat = tf_text.normalize_utf8(flat, "NFKD")
-        flat = tf.strings.regex_replace(flat, f"[{_text_ops.combining_class()}]", "")
-    if lower_case:
-        flat = _text_ops.lower_utf8(flat)
-    if fold_punctuation:
-        flat = fold_typography(flat)
-    return chars.with_flat_values(flat)
-
-
 @functools.cache
 def _control_characters() -> tuple[str, ...]:
     """Control and format characters (categories Cc and Cf)."""
     return tuple(
         chr(cp) for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)) in ("Cc", "Cf")
     )
-
-
-def _folded_characters() -> str:
-    return "".join(chars for chars, _ in TYPOGRAPHIC_FOLDS)
-
-
-def check_foldable(model_proto: bytes) -> None:
-    """Raises ValueError when a user-defined piece holds a character that
-    `TYPOGRAPHIC_FOLDS` changes: SentencePiece matches such pieces before its
-    normaliser runs, so a normalisation table (the Hugging Face and LiteRT
-    exports) cannot fold them."""
-    folded = set(_folded_characters())
-    kept_whole = sorted(p for p in user_defined_pieces(model_proto) if set(p) & folded)
-    if kept_whole:
-        raise ValueError(
-            f"the SentencePiece model keeps {kept_whole} whole (user-defined pieces), "
-            "which its normaliser cannot fold; retrain it without them "
-            "(train_sentencepiece leaves them out when fold_punctuation is on)"
-        )
-
-
-def typography_folding_model(model_proto: bytes) -> bytes:
-    """``model_proto`` with `TYPOGRAPHIC_FOLDS` added to its own normaliser, so
-    that a tokenizer without ``fold_punctuation`` (Hugging Face's
-    ``AlbertTokenizer``) folds as `normalize_text` does: the folded characters
-    are untouched by lower-casing and NFKD, and the model's normaliser runs last.
-    """
-    own = spm.SentencePieceNormalizer(
-        model_proto=model_proto,
-        add_dummy_prefix=False,
-        escape_whitespaces=False,
-        remove_extra_whitespaces=False,
-    )
-    check_foldable(model_proto)
-    rules = dict(own.decompile())
-    for chars, replacement in TYPOGRAPHIC_FOLDS:
-        for ch in chars:
-            rules[ch] = own.normalize(replacement)
-    return with_normalization_rules(model_proto, sorted(rules.items()), "albert_tf_folded")
 
 
 class SentencePieceTokenizer(Tokenizer):
@@ -645,170 +456,3 @@ def _as_ragged(ids: tf.Tensor | tf.RaggedTensor) -> tf.RaggedTensor:
     if isinstance(ids, tf.RaggedTensor):
         return ids
     return tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
-
-
-# google-research/albert's spm_train recipe.
-OFFICIAL_USER_DEFINED_SYMBOLS: tuple[str, ...] = ("(", ")", '"', "-", ".", "–", "£", "€")
-_NORMALIZE_BATCH = 2048
-
-
-def normalized_lines(
-    sentences: Iterable[str],
-    *,
-    lower_case: bool = True,
-    remove_space: bool = True,
-    keep_accents: bool = False,
-    fold_punctuation: bool = False,
-) -> Iterator[str]:
-    """Applies :func:`normalize_text` (the very graph ops the tokenizer runs)
-    to a stream of sentences, in batches; yields one-line strings."""
-
-    def flush(batch: list[str]) -> Iterator[str]:
-        out = normalize_text(
-            tf.constant(batch),
-            lower_case=lower_case,
-            remove_space=remove_space,
-            keep_accents=keep_accents,
-            fold_punctuation=fold_punctuation,
-        )
-        for value in out.numpy():
-            # One sentence per line in the trainer's input file.
-            line = value.decode("utf-8").replace("\r", " ").replace("\n", " ")
-            if line.strip():
-                yield line
-
-    batch: list[str] = []
-    for sentence in sentences:
-        batch.append(sentence)
-        if len(batch) == _NORMALIZE_BATCH:
-            yield from flush(batch)
-            batch = []
-    if batch:
-        yield from flush(batch)
-
-
-def train_sentencepiece(
-    sentences: Iterable[str],
-    output_dir: str | os.PathLike[str],
-    *,
-    vocab_size: int = 30000,
-    lower_case: bool = True,
-    remove_space: bool = True,
-    keep_accents: bool = False,
-    fold_punctuation: bool = True,
-    character_coverage: float = 0.99995,
-    user_defined_symbols: Sequence[str] = OFFICIAL_USER_DEFINED_SYMBOLS,
-    input_sentence_size: int = 10_000_000,
-    shrink_vocab: bool = False,
-    num_threads: int = 2,
-    progress: Callable[[int], None] | None = None,
-    verbose: bool = False,
-) -> SentencePieceTokenizer:
-    """Trains ALBERT's unigram SentencePiece model and saves the tokenizer.
-
-    The recipe is google-research/albert's: unigram, pad=0, unk=1, no BOS/EOS,
-    control symbols [CLS]=2, [SEP]=3, [MASK]=4, character coverage 0.99995,
-    the official user-defined punctuation symbols, and shuffled sampling of at
-    most ``input_sentence_size`` sentences. The trainer sees the text after
-    the same normalisation :meth:`SentencePieceTokenizer.tokenize` applies.
-
-    When the corpus cannot support ``vocab_size`` pieces, SentencePiece stops
-    with the largest size it could reach; this raises ``ValueError`` naming
-    that size, unless ``shrink_vocab`` is set, in which case it retrains at
-    that size (and logs it).
-
-    Args:
-      sentences: training text, one sentence per item.
-      output_dir: where ``spiece.model``, ``spiece.vocab`` and
-        ``tokenizer.json`` are written.
-      progress: called with the running count of sentences normalised.
-
-    Raises:
-      ValueError: empty corpus, or vocabulary too large (see above).
-
-    Example:
-        >>> tok = train_sentencepiece(lines, "/tmp/spm", vocab_size=1000)  # doctest: +SKIP
-        >>> tok.vocabulary[:5]  # doctest: +SKIP
-        ['<pad>', '<unk>', '[CLS]', '[SEP]', '[MASK]']
-    """
-    out = os.fspath(output_dir)
-    storage.makedirs(out)
-    with tempfile.TemporaryDirectory() as tmp:
-        text_file = Path(tmp) / "train.txt"
-        count = 0
-        with open(text_file, "w", encoding="utf-8") as handle:
-            for line in normalized_lines(
-                sentences,
-                lower_case=lower_case,
-                remove_space=remove_space,
-                keep_accents=keep_accents,
-                fold_punctuation=fold_punctuation,
-            ):
-                handle.write(line + "\n")
-                count += 1
-                if progress is not None and count % _NORMALIZE_BATCH == 0:
-                    progress(count)
-        if progress is not None:
-            progress(count)
-        if count == 0:
-            raise ValueError("training corpus is empty: no non-blank sentences to train on")
-
-        folded = set(_folded_characters()) if fold_punctuation else set()
-        # A folded character never reaches the model: no piece for it (and a
-        # user-defined one would bypass the normaliser of an exported model).
-        symbols = [s for s in user_defined_symbols if not set(s) & folded]
-        if len(symbols) < len(user_defined_symbols):
-            logging.info(
-                "fold_punctuation: user-defined symbols %s left out (folding removes them)",
-                sorted(set(user_defined_symbols) - set(symbols)),
-            )
-
-        def run(size: int) -> None:
-            spm.SentencePieceTrainer.train(
-                input=str(text_file),
-                model_prefix=str(Path(tmp) / "spiece"),
-                model_type="unigram",
-                vocab_size=size,
-                pad_id=0,
-                unk_id=1,
-                bos_id=-1,
-                eos_id=-1,
-                control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-                user_defined_symbols=symbols,
-                character_coverage=character_coverage,
-                input_sentence_size=input_sentence_size,
-                shuffle_input_sentence=True,
-                num_threads=num_threads,
-                minloglevel=0 if verbose else 2,
-            )
-
-        try:
-            run(vocab_size)
-        except RuntimeError as err:
-            match = re.search(r"Vocabulary size (?:is )?too high \((\d+)\).*?<= (\d+)", str(err))
-            if match is None:
-                raise
-            largest = int(match.group(2))
-            if not shrink_vocab:
-                raise ValueError(
-                    f"the corpus ({count} sentences) supports at most {largest} "
-                    f"SentencePiece pieces, not {vocab_size}: pass a smaller "
-                    "vocab_size, more text, or shrink_vocab=True (--shrink_vocab)"
-                ) from err
-            logging.warning(
-                "corpus supports only %d pieces; shrinking vocab_size from %d",
-                largest,
-                vocab_size,
-            )
-            run(largest)
-        model_proto = (Path(tmp) / "spiece.model").read_bytes()
-        storage.copy(Path(tmp) / "spiece.vocab", os.path.join(out, "spiece.vocab"))
-    tokenizer = SentencePieceTokenizer(
-        model_proto,
-        lower_case=lower_case,
-        remove_space=remove_space,
-        keep_accents=keep_accents,
-        fold_punctuation=fold_punctuation,
-    )
-    tokenizer.save(out)
-    return tokenizer

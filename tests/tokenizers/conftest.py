@@ -10,7 +10,8 @@ import pytest
 from helpers.paths import REPO
 
 from albert_tf.data.corpus import iter_sentences
-from albert_tf.tokenizers.sentencepiece import SentencePieceTokenizer, train_sentencepiece
+from albert_tf.tokenizers.sentencepiece import SentencePieceTokenizer
+from albert_tf.tokenizers.sentencepiece_training import train_sentencepiece
 from albert_tf.tokenizers.wordpiece import WordPieceTokenizer, train_wordpiece
 
 SAMPLE_DIR = REPO / "albert_tf" / "data" / "sample"

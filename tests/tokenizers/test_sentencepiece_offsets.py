@@ -27,12 +27,8 @@ import transformers
 from helpers.tokenizer_inputs import HARD_INPUTS, LONG_INPUT, random_inputs, shared_paragraphs
 from transformers.utils import sentencepiece_model_pb2_new
 
-from albert_tf.tokenizers.sentencepiece import (
-    WORD_START,
-    SentencePieceTokenizer,
-    normalize_chars,
-    normalize_text,
-)
+from albert_tf.tokenizers.normalization import normalize_chars, normalize_text
+from albert_tf.tokenizers.sentencepiece import WORD_START, SentencePieceTokenizer
 
 # The module, not the function of the same name that transformers exports.
 convert_slow_tokenizer = importlib.import_module("transformers.convert_slow_tokenizer")

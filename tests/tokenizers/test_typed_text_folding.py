@@ -27,7 +27,7 @@ from helpers.tokenizer_export import SERVE_TOKENIZE, TokenizeExport
 from helpers.tokenizer_inputs import HARD_INPUTS
 
 from albert_tf.tokenizers import load_tokenizer
-from albert_tf.tokenizers.sentencepiece import train_sentencepiece
+from albert_tf.tokenizers.sentencepiece_training import train_sentencepiece
 from albert_tf.tokenizers.wordpiece import WordPieceTokenizer, basic_tokenize, train_wordpiece
 
 SHARED_CORPORA = REPO.parent / "shared" / "data" / "corpus"

@@ -66,7 +66,7 @@ def _composite_rules(
     """`composite_sentencepiece_model`'s rules: (characters, what they become)."""
     import sentencepiece as spm
 
-    from albert_tf.tokenizers.sentencepiece import normalize_text
+    from albert_tf.tokenizers.normalization import normalize_text
 
     own = spm.SentencePieceNormalizer(
         model_proto=proto,
@@ -158,7 +158,7 @@ class SentencePieceIds(tf.Module):
     def __init__(self, tokenizer) -> None:
         import tensorflow_text as tf_text
 
-        from albert_tf.tokenizers.sentencepiece import check_foldable
+        from albert_tf.tokenizers.normalization import check_foldable
 
         super().__init__()
         if tokenizer.options.get("fold_punctuation", False):
