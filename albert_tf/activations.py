@@ -19,6 +19,27 @@ _CUBIC = 0.044715
 _TANH_SATURATED = 10.0
 
 
+def recomputation_barrier(*tensors):
+    """``tensors``, unchanged, behind a point XLA may not optimise across.
+
+    A custom gradient that recomputes part of its forward pass from the kept inputs
+    (to keep less for the backward) writes the same operations again, and XLA's
+    common-subexpression pass merges them with the forward's: the forward's
+    intermediates are then kept after all. Passing the kept inputs through an
+    optimisation barrier together with the incoming gradient makes the recomputation
+    a different expression, and one that can only run once that gradient exists (as
+    ``jax.checkpoint`` does). Outside XLA the op passes its inputs through.
+
+    >>> x, dy = recomputation_barrier(tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0]))
+    >>> x.numpy().tolist(), dy.numpy().tolist()
+    ([1.0, 2.0], [3.0, 4.0])
+    """
+    # TensorFlow's own XLA op (XlaOptimizationBarrier); its Python wrapper is not public.
+    from tensorflow.compiler.tf2xla.python import xla
+
+    return tuple(xla.optimization_barrier(*tensors))
+
+
 @tf.custom_gradient
 def _gelu_tanh(x):
     # Written out with its derivative so that the backward pass reuses the
@@ -45,7 +66,8 @@ def _gelu_tanh_recomputed(x):
     # The same function and derivative, but the backward keeps only x and
     # recomputes x² and the tanh from it: one FFN-sized tensor saved a layer
     # instead of three. Under XLA the recomputation fuses into the gradient's
-    # elementwise chain, so it costs no extra trip to memory.
+    # elementwise chain, so it costs no extra trip to memory; the barrier keeps
+    # XLA from merging it back into the forward's (which kept all three).
     def tanh_parts(x):
         xc = tf.clip_by_value(x, -_TANH_SATURATED, _TANH_SATURATED)
         x2 = tf.square(xc)
@@ -55,9 +77,10 @@ def _gelu_tanh_recomputed(x):
     half_x = 0.5 * x
 
     def grad(dy):
-        x2, t = tanh_parts(x)
+        x_again, dy = recomputation_barrier(x, dy)
+        x2, t = tanh_parts(x_again)
         slope = _SQRT_2_OVER_PI + (3.0 * _SQRT_2_OVER_PI * _CUBIC) * x2
-        return dy * (0.5 + 0.5 * t + (0.5 * x) * (1.0 - tf.square(t)) * slope)
+        return dy * (0.5 + 0.5 * t + (0.5 * x_again) * (1.0 - tf.square(t)) * slope)
 
     return half_x + half_x * t, grad
 

@@ -2,9 +2,9 @@
 from its input, whole layers recomputed (``--recompute=layer``).
 
 Each is checked for the function it computes (forward and gradients against the
-path it replaces, within a tolerance from the arithmetic) here; the memory each saves
-is measured on the compiled training step in `tests/training/test_memory_plan.py` and
-`bench/activation_memory.py`."""
+path it replaces, within a tolerance from the arithmetic) here, and the GELU's saving
+on a small compiled program; the memory of the whole step is measured in
+`tests/training/test_memory_plan.py` and `bench/activation_memory.py`."""
 
 import keras
 import numpy as np
@@ -55,6 +55,53 @@ def test_recomputed_gelu_is_gelu_with_its_gradient(dtype):
     grad = tape.gradient(recomputed, x).numpy()
     np.testing.assert_array_equal(tape.gradient(kept, x).numpy(), grad)
     assert np.all(np.isfinite(grad))  # |x| ≥ 256 squares to inf in float16 unclipped
+
+
+def _gelu_and_gradient(activation, x):
+    @tf.function(jit_compile=True)
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = activation(x)
+        return y, tape.gradient(y, x)
+
+    return [t.numpy() for t in step(x)]
+
+
+def test_recomputed_gelu_under_xla_is_gelu_with_its_gradient():
+    # The optimisation barrier is an identity: XLA runs the same float32 operations on
+    # the same inputs either way (float32 has no excess precision to keep or drop).
+    x = tf.constant(np.concatenate([np.linspace(-12, 12, 1025), [-300.0, 300.0]]), tf.float32)
+    kept, recomputed = _gelu_and_gradient(gelu_new, x), _gelu_and_gradient(gelu_new_recomputed, x)
+    np.testing.assert_array_equal(recomputed[0], kept[0])
+    np.testing.assert_array_equal(recomputed[1], kept[1])
+
+
+def test_recomputed_gelu_keeps_its_input_only_under_xla():
+    from albert_tf.training.compiled_memory import compiled_memory
+
+    rows, width = 256, 1024
+
+    def step(activation):
+        # Matmuls on both sides, as in the feed-forward block: XLA cannot fuse the
+        # backward's elementwise work into the forward's, so whatever the GELU's
+        # gradient reads is kept across the second matmul.
+        def run(x, w):
+            with tf.GradientTape() as tape:
+                tape.watch([x, w])
+                z = tf.matmul(activation(tf.matmul(x, w)), w, transpose_b=True)
+                loss = tf.reduce_sum(z * z)
+            return tape.gradient(loss, [x, w])
+
+        return run
+
+    x, w = tf.TensorSpec([rows, rows], tf.bfloat16), tf.TensorSpec([rows, width], tf.bfloat16)
+    kept = compiled_memory(step(gelu_new), x, w).temp_bytes
+    recomputed = compiled_memory(step(gelu_new_recomputed), x, w).temp_bytes
+    # gelu_new keeps x² and tanh besides ½x (three [rows, width] bfloat16 tensors); the
+    # recomputed one keeps its input alone. Without the barrier XLA merged the
+    # recomputation with the forward's and kept all three (the same bytes as gelu_new).
+    assert recomputed <= kept - 2 * rows * width * 2, (kept, recomputed)
 
 
 def _model(**overrides):
