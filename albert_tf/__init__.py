@@ -26,10 +26,12 @@ _EXPORTS = {
     "AlbertTextClassifier": "albert_tf.tasks.classification.model",
     "AlbertTokenClassifier": "albert_tf.tasks.tagging.model",
     "ConfigError": "albert_tf.config",
+    "FineTuningOptions": "albert_tf.training.finetuning.options",
     "get_preset": "albert_tf.presets",
     "load": "albert_tf.checkpoints.saved_format",
     "load_multiple_choice": "albert_tf.checkpoints.saved_format",
     "load_text_classifier": "albert_tf.checkpoints.saved_format",
+    "run_finetuning": "albert_tf.tasks.run",
     "save_model": "albert_tf.checkpoints.saved_format",
 }
 
@@ -43,10 +45,12 @@ __all__ = [
     "AlbertTextClassifier",
     "AlbertTokenClassifier",
     "ConfigError",
+    "FineTuningOptions",
     "get_preset",
     "load",
     "load_multiple_choice",
     "load_text_classifier",
+    "run_finetuning",
     "save_model",
 ]
 
@@ -77,5 +81,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from albert_tf.presets import PRESETS, get_preset
     from albert_tf.tasks.classification.model import AlbertTextClassifier
     from albert_tf.tasks.multiple_choice.model import AlbertMultipleChoice
+    from albert_tf.tasks.run import run_finetuning
     from albert_tf.tasks.span_qa.model import AlbertSpanQA
     from albert_tf.tasks.tagging.model import AlbertTokenClassifier
+    from albert_tf.training.finetuning.options import FineTuningOptions

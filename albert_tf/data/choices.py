@@ -3,7 +3,3 @@
 
 #: How tf.data service workers share the shards (`albert_tf.data.pipeline`).
 DATA_SERVICE_MODES = ("parallel_epochs", "distributed_epoch")
-
-#: Which end of an over-long multiple-choice context is kept
-#: (`albert_tf.tasks.multiple_choice.data`).
-CONTEXT_KEEP = ("start", "end")

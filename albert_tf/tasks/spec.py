@@ -7,8 +7,10 @@ exporter which signatures it serves). Its parts, one file each in
 layer (`docs/architecture.md`): ``head.py`` with the heads, ``model.py`` with
 the models, ``data.py`` with the data, ``trainer.py`` with training,
 ``serving.py`` with serving and ``task.py``, which wires them for the
-``finetune`` command, just below the commands. A caller loads only parts at
-or below its own layer.
+``finetune`` command, just below the commands. ``settings.py``, the task's own
+fine-tuning options and their flags (`albert_tf.tasks.settings`), is
+TensorFlow-free and sits with the registry, so the command reads it before
+``--help``. A caller loads only parts at or below its own layer.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 #: The parts a task has, and the layer each belongs to.
 PARTS = {
+    "settings": "task_registry",
     "head": "heads",
     "model": "models",
     "data": "data",

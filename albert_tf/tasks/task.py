@@ -1,9 +1,12 @@
-"""`FineTuningTask`: what the ``finetune`` command asks of a task.
+"""`FineTuningTask`: what a fine-tuning run asks of a task.
 
-The command reads its flags into `FineTuningSettings` and leaves everything
-that depends on the task to the task's ``task.py`` (`TaskSpec.load("task")`):
-reading the data, building or loading the model, making the trainer, extra
-test scores and the exported model card. Nothing here reads flags.
+`albert_tf.tasks.run.run_finetuning` does what every task shares and leaves
+everything that depends on the task to the task's ``task.py``
+(`TaskSpec.load("task")`): reading the data, building or loading the model,
+making the trainer, extra test scores and the exported model card. Each
+method gets the run's `FineTuningOptions`: the shared options, and in
+``options.settings`` the task's own (its ``settings.py``). Nothing here reads
+flags.
 """
 
 from __future__ import annotations
@@ -11,44 +14,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from albert_tf.checkpoints.saved_format import load_task_model
 from albert_tf.tasks.spec import TaskSpec
-
-
-@dataclasses.dataclass(frozen=True)
-class FineTuningSettings:
-    """What a fine-tuning run was told that a task reads (the ``finetune`` flags)."""
-
-    train_files: Sequence[str]
-    dev_files: Sequence[str] | None = None
-    test_files: Sequence[str] | None = None
-    split_seed: int = 0
-    checkpoint: str | None = None
-    init_config: str | None = None
-    export_dir: str | None = None
-    #: Classification: classes (None: the labels found); 1 = regression.
-    num_labels: int | None = None
-    #: Classification: the dev metric that picks the best checkpoint.
-    metric: str | None = None
-    #: Multiple choice: question+option pieces kept, and which end of a context.
-    max_qa_length: int = 128
-    context_keep: str = "start"
-    #: Span QA: question pieces kept, the step between context windows, the
-    #: longest answer (pieces) and the candidates kept (the official ``run_squad``'s).
-    max_query_length: int = 64
-    doc_stride: int = 128
-    max_answer_length: int = 30
-    n_best_size: int = 20
-    #: Tagging: units of each direction of a BiLSTM before the tag layer (0: none;
-    #: None: a continued tagger's own, else none).
-    tagger_lstm_units: int | None = None
-    #: Tagging: a CRF over the tags (None: a continued tagger's own, else none).
-    tagger_crf: bool | None = None
-    #: Tagging: the peak learning rate of a CRF's scores (None: the run's).
-    tagger_crf_learning_rate: float | None = None
+from albert_tf.training.finetuning.options import FineTuningOptions
 
 
 @dataclasses.dataclass
@@ -66,11 +37,12 @@ class TaskData:
 
 
 class FineTuningTask:
-    """Base of the tasks' ``task.py`` classes."""
+    """Base of the tasks' ``task.py`` classes; a subclass names its `spec` and
+    overrides `read` and `trainer` at least."""
 
     spec: ClassVar[TaskSpec]
 
-    def read(self, settings: FineTuningSettings, report: Callable[..., None]) -> TaskData:
+    def read(self, options: FineTuningOptions, report: Callable[..., None]) -> TaskData:
         """The run's items; ``report(name, items, skipped[, label_names])`` is called
         for dev and test as they are read."""
         raise NotImplementedError
@@ -96,7 +68,7 @@ class FineTuningTask:
         """The model saved in ``directory`` (a fresh head if it holds none)."""
         return load_task_model(directory, self.spec, dtype=dtype)
 
-    def trainer(self, model, tokenizer, data: TaskData, settings: FineTuningSettings, **common):
+    def trainer(self, model, tokenizer, data: TaskData, options: FineTuningOptions, **common):
         """The task's `FineTuningTrainer`; ``common`` are the arguments every task takes."""
         raise NotImplementedError
 
@@ -104,8 +76,6 @@ class FineTuningTask:
         """More held-out scores of the best model (``best``: its trainer), by name."""
         return {}
 
-    def model_card(
-        self, settings: FineTuningSettings, data: TaskData, summary: dict
-    ) -> dict | None:
+    def model_card(self, options: FineTuningOptions, data: TaskData, summary: dict) -> dict | None:
         """What the app shows about the export of this run (None: nothing)."""
         return None

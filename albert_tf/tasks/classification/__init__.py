@@ -12,6 +12,7 @@ SPEC = TaskSpec(
     head="classifier_head",
     hf_architecture="AlbertForSequenceClassification",
     parts={
+        "settings": f"{_HERE}.settings:ClassificationSettings",
         "model": f"{_HERE}.model:AlbertTextClassifier",
         "trainer": f"{_HERE}.trainer:ClassificationTrainer",
         "serving": f"{_HERE}.serving:TextClassifierServingModule",

@@ -9,7 +9,8 @@ from typing import Any
 
 from albert_tf.checkpoints.saved_format import load_text_classifier, read_finetune_settings
 from albert_tf.tasks.classification import SPEC
-from albert_tf.tasks.task import FineTuningSettings, FineTuningTask, TaskData
+from albert_tf.tasks.task import FineTuningTask, TaskData
+from albert_tf.training.finetuning.options import FineTuningOptions
 
 
 def unseen_texts(items: list, train: list) -> list:
@@ -22,16 +23,17 @@ class ClassificationTask(FineTuningTask):
     spec = SPEC
 
     def read(
-        self, settings: FineTuningSettings, report: Callable[[str, list, Any], None]
+        self, options: FineTuningOptions, report: Callable[[str, list, Any], None]
     ) -> TaskData:
         from albert_tf.tasks.classification.data import read_classification
 
         # Continuing a classifier: its label map decides the class indexes.
-        previous = read_finetune_settings(settings.checkpoint) if settings.checkpoint else {}
+        previous = read_finetune_settings(options.checkpoint) if options.checkpoint else {}
         label_names = previous.get("label_names") or None
-        regression = settings.num_labels == 1
+        num_labels = options.settings.num_labels
+        regression = num_labels == 1
         train, skipped, names = read_classification(
-            settings.train_files, label_names=label_names, regression=regression
+            options.train_files, label_names=label_names, regression=regression
         )
         if not regression:
             # Caught here, not as a failed step (labels of -1) or a silent regression model.
@@ -40,33 +42,33 @@ class ClassificationTask(FineTuningTask):
                     "no training item has a label (a file without any labels is read as "
                     "unlabelled test data); give --train_files with labels"
                 )
-            if len(names) == 1 and not settings.num_labels and label_names is None:
+            if len(names) == 1 and not num_labels and label_names is None:
                 raise ValueError(
                     f"the training data has one label, {names[0]!r}: a classifier needs two "
                     "or more (--num_labels=1 trains a regression model on scores)"
                 )
-        if not regression and settings.num_labels and label_names is None:
-            if len(names) > settings.num_labels:
+        if not regression and num_labels and label_names is None:
+            if len(names) > num_labels:
                 raise ValueError(
-                    f"--num_labels={settings.num_labels} but the training data has "
+                    f"--num_labels={num_labels} but the training data has "
                     f"{len(names)} labels: {names}"
                 )
-            names += [f"unused_{i}" for i in range(len(names), settings.num_labels)]
+            names += [f"unused_{i}" for i in range(len(names), num_labels)]
         read = {"label_names": names, "regression": regression}
         parts: dict[str, list | None] = {"dev": None, "test": None}
-        for name, files in (("dev", settings.dev_files), ("test", settings.test_files)):
+        for name, files in (("dev", options.dev_files), ("test", options.test_files)):
             if files:
                 items, part_skipped, _ = read_classification(files, **read)
                 report(name, items, part_skipped, names)
                 parts[name] = items
         data = TaskData(train, parts["dev"], parts["test"], skipped, names)
-        if not names and self._num_labels(settings, data) != 1:
+        if not names and self._num_labels(options, data) != 1:
             raise ValueError("no labelled training items (see the counts above)")
         return data
 
     @staticmethod
-    def _num_labels(settings: FineTuningSettings, data: TaskData) -> int:
-        return 1 if settings.num_labels == 1 else len(data.label_names or [])
+    def _num_labels(options: FineTuningOptions, data: TaskData) -> int:
+        return 1 if options.settings.num_labels == 1 else len(data.label_names or [])
 
     def describe(self, name: str, items: list, skipped, label_names=None) -> list[str]:
         counts = collections.Counter(item.label for item in items)
@@ -87,10 +89,10 @@ class ClassificationTask(FineTuningTask):
         num_labels = self.head_arguments(data)["num_labels"] if data is not None else None
         return load_text_classifier(directory, num_labels, dtype=dtype)
 
-    def trainer(self, model, tokenizer, data: TaskData, settings: FineTuningSettings, **common):
+    def trainer(self, model, tokenizer, data: TaskData, options: FineTuningOptions, **common):
         labels = data.label_names if model.num_labels > 1 else ()
         return self.spec.load("trainer")(
-            model, tokenizer, label_names=labels, metric=settings.metric, **common
+            model, tokenizer, label_names=labels, metric=options.settings.metric, **common
         )
 
     def extra_scores(self, best, test: list, train: list, log: Callable[[str], None]) -> dict:
@@ -104,21 +106,19 @@ class ClassificationTask(FineTuningTask):
         )
         return {"test_unseen_texts": best.evaluate(unseen)} if unseen else {}
 
-    def model_card(
-        self, settings: FineTuningSettings, data: TaskData, summary: dict
-    ) -> dict | None:
+    def model_card(self, options: FineTuningOptions, data: TaskData, summary: dict) -> dict | None:
         """What the app's sidebar shows about an exported classifier, from this run."""
         label_names = data.label_names or []
-        num_labels = 1 if settings.num_labels == 1 else len(label_names)
-        start = settings.checkpoint or f"random weights ({settings.init_config})"
+        num_labels = 1 if options.settings.num_labels == 1 else len(label_names)
+        start = options.checkpoint or f"random weights ({options.init_config})"
         card = {
-            "name": os.path.basename(os.path.normpath(settings.export_dir or "")),
+            "name": os.path.basename(os.path.normpath(options.export_dir or "")),
             "task": (
                 f"text classification: {', '.join(label_names)}"
                 if num_labels > 1
                 else "regression: one score per text"
             ),
-            "trained_on": ", ".join(settings.train_files),
+            "trained_on": ", ".join(options.train_files),
             "finetuning": (
                 f"{len(data.train):,} items, {summary['steps']:,} steps from {start}, "
                 f"{summary['train_seconds'] / 60:.0f} min"

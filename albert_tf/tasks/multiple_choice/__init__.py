@@ -12,6 +12,7 @@ SPEC = TaskSpec(
     head="multiple_choice_head",
     hf_architecture="AlbertForMultipleChoice",
     parts={
+        "settings": f"{_HERE}.settings:MultipleChoiceSettings",
         "head": f"{_HERE}.head:MultipleChoiceHead",
         "model": f"{_HERE}.model:AlbertMultipleChoice",
         "trainer": f"{_HERE}.trainer:MultipleChoiceTrainer",

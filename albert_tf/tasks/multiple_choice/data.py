@@ -46,9 +46,9 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data.batching import bucketed_batches
-from albert_tf.data.choices import CONTEXT_KEEP
 from albert_tf.data.corpus import open_binary
 from albert_tf.data.inputs import resolve_inputs
+from albert_tf.tasks.multiple_choice.settings import CONTEXT_KEEP
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from albert_tf.tasks.multiple_choice import SPEC
-from albert_tf.tasks.task import FineTuningSettings, FineTuningTask, TaskData
+from albert_tf.tasks.task import FineTuningTask, TaskData
+from albert_tf.training.finetuning.options import FineTuningOptions
 
 
 def load_items(specs: Sequence[str], seed: int) -> tuple[list, collections.Counter]:
@@ -36,13 +37,13 @@ class MultipleChoiceTask(FineTuningTask):
     spec = SPEC
 
     def read(
-        self, settings: FineTuningSettings, report: Callable[[str, list, Any], None]
+        self, options: FineTuningOptions, report: Callable[[str, list, Any], None]
     ) -> TaskData:
-        train, skipped = load_items(settings.train_files, settings.split_seed)
+        train, skipped = load_items(options.train_files, options.split_seed)
         parts: dict[str, list | None] = {"dev": None, "test": None}
-        for name, files in (("dev", settings.dev_files), ("test", settings.test_files)):
+        for name, files in (("dev", options.dev_files), ("test", options.test_files)):
             if files:
-                items, part_skipped = load_items(files, settings.split_seed)
+                items, part_skipped = load_items(files, options.split_seed)
                 report(name, items, part_skipped)
                 parts[name] = items
         return TaskData(train, parts["dev"], parts["test"], skipped)
@@ -54,11 +55,11 @@ class MultipleChoiceTask(FineTuningTask):
             lines.append(f"{name}: skipped {sum(skipped.values())} bad input(s): {dict(skipped)}")
         return lines
 
-    def trainer(self, model, tokenizer, data: TaskData, settings: FineTuningSettings, **common):
+    def trainer(self, model, tokenizer, data: TaskData, options: FineTuningOptions, **common):
         return self.spec.load("trainer")(
             model,
             tokenizer,
-            max_qa_length=settings.max_qa_length,
-            context_keep=settings.context_keep,
+            max_qa_length=options.settings.max_qa_length,
+            context_keep=options.settings.context_keep,
             **common,
         )

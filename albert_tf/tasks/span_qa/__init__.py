@@ -12,6 +12,7 @@ SPEC = TaskSpec(
     head="span_head",
     hf_architecture="AlbertForQuestionAnswering",
     parts={
+        "settings": f"{_HERE}.settings:SpanQASettings",
         "head": f"{_HERE}.head:SpanHead",
         "model": f"{_HERE}.model:AlbertSpanQA",
         "trainer": f"{_HERE}.trainer:SpanQATrainer",

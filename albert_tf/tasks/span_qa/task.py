@@ -10,7 +10,8 @@ from typing import Any
 
 from albert_tf.checkpoints.saved_format import load_task_model, read_finetune_settings
 from albert_tf.tasks.span_qa import SPEC
-from albert_tf.tasks.task import FineTuningSettings, FineTuningTask, TaskData
+from albert_tf.tasks.task import FineTuningTask, TaskData
+from albert_tf.training.finetuning.options import FineTuningOptions
 
 #: Skip reasons that drop one answer, not the question (`read_span_qa`).
 ANSWER_REASONS = ("bad_answer", "answer_text_mismatch")
@@ -26,11 +27,11 @@ class SpanQATask(FineTuningTask):
         self._thresholds: dict[int, float | None] = {}
 
     def read(
-        self, settings: FineTuningSettings, report: Callable[[str, list, Any], None]
+        self, options: FineTuningOptions, report: Callable[[str, list, Any], None]
     ) -> TaskData:
         from albert_tf.tasks.span_qa.data import read_span_qa
 
-        train, skipped = read_span_qa(settings.train_files)
+        train, skipped = read_span_qa(options.train_files)
         unanswered = sum(not item.labelled for item in train)
         if unanswered:  # a file of questions without answers among the training files
             skipped["missing_answers"] += unanswered
@@ -41,7 +42,7 @@ class SpanQATask(FineTuningTask):
                 "questions to answer); give --train_files with answers"
             )
         parts: dict[str, list | None] = {"dev": None, "test": None}
-        for name, files in (("dev", settings.dev_files), ("test", settings.test_files)):
+        for name, files in (("dev", options.dev_files), ("test", options.test_files)):
             if files:
                 items, part_skipped = read_span_qa(files)
                 if not all(item.labelled for item in items):
@@ -77,14 +78,14 @@ class SpanQATask(FineTuningTask):
             self._thresholds[id(model)] = saved.get("no_answer_threshold")
         return model
 
-    def trainer(self, model, tokenizer, data: TaskData, settings: FineTuningSettings, **common):
+    def trainer(self, model, tokenizer, data: TaskData, options: FineTuningOptions, **common):
         return self.spec.load("trainer")(
             model,
             tokenizer,
-            max_query_length=settings.max_query_length,
-            doc_stride=settings.doc_stride,
-            max_answer_length=settings.max_answer_length,
-            n_best_size=settings.n_best_size,
+            max_query_length=options.settings.max_query_length,
+            doc_stride=options.settings.doc_stride,
+            max_answer_length=options.settings.max_answer_length,
+            n_best_size=options.settings.n_best_size,
             no_answer_threshold=self._thresholds.get(id(model)),
             **common,
         )
@@ -106,15 +107,13 @@ class SpanQATask(FineTuningTask):
         )
         return {"test_people_sentence": scores}
 
-    def model_card(
-        self, settings: FineTuningSettings, data: TaskData, summary: dict
-    ) -> dict | None:
+    def model_card(self, options: FineTuningOptions, data: TaskData, summary: dict) -> dict | None:
         """What the app shows about an exported QA model, from this run."""
-        start = settings.checkpoint or f"random weights ({settings.init_config})"
+        start = options.checkpoint or f"random weights ({options.init_config})"
         card = {
-            "name": os.path.basename(os.path.normpath(settings.export_dir or "")),
+            "name": os.path.basename(os.path.normpath(options.export_dir or "")),
             "task": "extractive question answering",
-            "trained_on": ", ".join(settings.train_files),
+            "trained_on": ", ".join(options.train_files),
             "finetuning": (
                 f"{len(data.train):,} questions, {summary['steps']:,} steps from {start}, "
                 f"{summary['train_seconds'] / 60:.0f} min"

@@ -12,6 +12,7 @@ SPEC = TaskSpec(
     head="tagger_head",
     hf_architecture="AlbertForTokenClassification",
     parts={
+        "settings": f"{_HERE}.settings:TaggingSettings",
         "head": f"{_HERE}.head:TokenClassifierHead",
         "model": f"{_HERE}.model:AlbertTokenClassifier",
         "trainer": f"{_HERE}.trainer:TaggingTrainer",

@@ -9,18 +9,19 @@ from typing import Any
 
 from albert_tf.checkpoints.saved_format import load_task_model, read_finetune_settings
 from albert_tf.tasks.tagging import SPEC
-from albert_tf.tasks.task import FineTuningSettings, FineTuningTask, TaskData
+from albert_tf.tasks.task import FineTuningTask, TaskData
+from albert_tf.training.finetuning.options import FineTuningOptions
 
 
 class TaggingTask(FineTuningTask):
     spec = SPEC
 
     def read(
-        self, settings: FineTuningSettings, report: Callable[[str, list, Any], None]
+        self, options: FineTuningOptions, report: Callable[[str, list, Any], None]
     ) -> TaskData:
         from albert_tf.tasks.tagging.data import check_tag_names, read_tagging, tag_names
 
-        train, skipped = read_tagging(settings.train_files)
+        train, skipped = read_tagging(options.train_files)
         if not any(item.labelled for item in train):
             raise ValueError(
                 "no training sentence is annotated (a file without entity annotations is read "
@@ -28,7 +29,7 @@ class TaggingTask(FineTuningTask):
             )
         train = [item for item in train if item.labelled]
         # Continuing a tagger: its tags decide the head's outputs.
-        previous = read_finetune_settings(settings.checkpoint) if settings.checkpoint else {}
+        previous = read_finetune_settings(options.checkpoint) if options.checkpoint else {}
         names = previous.get("label_names") if previous.get("task") == SPEC.name else None
         if names:
             check_tag_names(names)
@@ -40,7 +41,7 @@ class TaggingTask(FineTuningTask):
                     "annotated entity (check the files' entity fields)"
                 )
         parts: dict[str, list | None] = {"dev": None, "test": None}
-        for name, files in (("dev", settings.dev_files), ("test", settings.test_files)):
+        for name, files in (("dev", options.dev_files), ("test", options.test_files)):
             if files:
                 items, part_skipped = read_tagging(files)
                 if not all(item.labelled for item in items):
@@ -50,7 +51,7 @@ class TaggingTask(FineTuningTask):
                     )
                 report(name, items, part_skipped, names)
                 parts[name] = items
-        head = {}
+        settings, head = options.settings, {}
         if settings.tagger_lstm_units is not None:
             head["lstm_units"] = settings.tagger_lstm_units
         if settings.tagger_crf is not None:
@@ -71,8 +72,8 @@ class TaggingTask(FineTuningTask):
         fresh = self.head_arguments(data) if data is not None else None
         return load_task_model(directory, self.spec, dtype=dtype, head_arguments=fresh)
 
-    def trainer(self, model, tokenizer, data: TaskData, settings: FineTuningSettings, **common):
-        rate = settings.tagger_crf_learning_rate
+    def trainer(self, model, tokenizer, data: TaskData, options: FineTuningOptions, **common):
+        rate = options.settings.tagger_crf_learning_rate
         if rate is not None:
             if not model.crf:
                 raise ValueError(
@@ -94,16 +95,14 @@ class TaggingTask(FineTuningTask):
         log(f"test: a gazetteer of the training entities scores F1 {scores['f1']:.4f}")
         return {"test_gazetteer": scores}
 
-    def model_card(
-        self, settings: FineTuningSettings, data: TaskData, summary: dict
-    ) -> dict | None:
+    def model_card(self, options: FineTuningOptions, data: TaskData, summary: dict) -> dict | None:
         """What the app shows about an exported tagger, from this run."""
         types = sorted({name[2:] for name in data.label_names or [] if name != "O"})
-        start = settings.checkpoint or f"random weights ({settings.init_config})"
+        start = options.checkpoint or f"random weights ({options.init_config})"
         card = {
-            "name": os.path.basename(os.path.normpath(settings.export_dir or "")),
+            "name": os.path.basename(os.path.normpath(options.export_dir or "")),
             "task": f"named entities: {', '.join(types)}",
-            "trained_on": ", ".join(settings.train_files),
+            "trained_on": ", ".join(options.train_files),
             "finetuning": (
                 f"{len(data.train):,} texts, {summary['steps']:,} steps from {start}, "
                 f"{summary['train_seconds'] / 60:.0f} min"

@@ -1,26 +1,7 @@
-"""Fine-tuning: the loop every task shares (`trainer`) and each task's part of it
-(`multiple_choice`, `classification`, with `metrics` for classification).
+"""Fine-tuning, whatever the task: the loop every task's trainer shares
+(`trainer`: `FineTuningTrainer`), a run's options (`options`:
+`FineTuningOptions`) and the held-out metrics (`metrics`, numpy only).
 
-The trainers load on first use (PEP 562): `metrics` alone needs only numpy.
+Each task's trainer lives in its own folder (``albert_tf/tasks/<task>/trainer.py``,
+found through `albert_tf.tasks`); nothing here names a task.
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import Any
-
-_EXPORTS = {
-    "FEATURES": "albert_tf.training.finetuning.trainer",
-    "FineTuningTrainer": "albert_tf.training.finetuning.trainer",
-    "ClassificationTrainer": "albert_tf.tasks.classification.trainer",
-    "MultipleChoiceTrainer": "albert_tf.tasks.multiple_choice.trainer",
-}
-
-__all__ = ["FEATURES", "ClassificationTrainer", "FineTuningTrainer", "MultipleChoiceTrainer"]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from albert_tf.tasks.classification.settings import ClassificationSettings
 from albert_tf.tasks.classification.task import ClassificationTask
-from albert_tf.tasks.task import FineTuningSettings
+from albert_tf.training.finetuning.options import FineTuningOptions
 
 
 def _write(path, rows):
@@ -16,9 +17,10 @@ def _write(path, rows):
 
 
 def _read(files, **settings):
-    return ClassificationTask().read(
-        FineTuningSettings(train_files=files, **settings), lambda *args: None
+    options = FineTuningOptions(
+        "unused", files, task="classification", settings=ClassificationSettings(**settings)
     )
+    return ClassificationTask().read(options, lambda *args: None)
 
 
 def test_two_labels_are_read_with_their_names(tmp_path):

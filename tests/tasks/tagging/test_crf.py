@@ -191,8 +191,10 @@ def test_a_crf_learning_rate_scales_only_the_crf_and_needs_a_crf(tmp_path):
 
     from albert_tf.config import AlbertConfig
     from albert_tf.tasks.tagging.model import AlbertTokenClassifier
+    from albert_tf.tasks.tagging.settings import TaggingSettings
     from albert_tf.tasks.tagging.task import TaggingTask
-    from albert_tf.tasks.task import FineTuningSettings, TaskData
+    from albert_tf.tasks.task import TaskData
+    from albert_tf.training.finetuning.options import FineTuningOptions
 
     config = AlbertConfig(
         vocab_size=50, hidden_size=16, embedding_size=8, num_hidden_layers=1,
@@ -200,6 +202,8 @@ def test_a_crf_learning_rate_scales_only_the_crf_and_needs_a_crf(tmp_path):
     )  # fmt: skip
     plain = AlbertTokenClassifier.from_albert_config(config, num_tags=3)
     data = TaskData([], None, None, collections.Counter(), ["O", "B-X", "I-X"])
-    settings = FineTuningSettings(train_files=[], tagger_crf_learning_rate=1e-3)
+    options = FineTuningOptions(
+        "unused", [], task="tagging", settings=TaggingSettings(tagger_crf_learning_rate=1e-3)
+    )
     with pytest.raises(ValueError, match="this tagger has no CRF: add --tagger_crf"):
-        TaggingTask().trainer(plain, None, data, settings, learning_rate=1e-5)
+        TaggingTask().trainer(plain, None, data, options, learning_rate=1e-5)
