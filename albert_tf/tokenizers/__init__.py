@@ -6,6 +6,7 @@ Training text comes from the one corpus reader, `albert_tf.data.iter_sentences`
 
 from albert_tf.tokenizers.base import SPECIAL_TOKENS, Tokenizer, load_tokenizer
 from albert_tf.tokenizers.normalization import normalize_text
+from albert_tf.tokenizers.offsets import char_slices, check_offsets, transcode_utf8
 from albert_tf.tokenizers.sentencepiece import SentencePieceTokenizer
 from albert_tf.tokenizers.sentencepiece_training import train_sentencepiece
 from albert_tf.tokenizers.wordpiece import (
@@ -23,9 +24,12 @@ __all__ = [
     "WordPieceTokenizer",
     "basic_tokenize",
     "build_wordpiece_vocab",
+    "char_slices",
+    "check_offsets",
     "load_tokenizer",
     "normalize_text",
     "read_vocab",
     "train_sentencepiece",
     "train_wordpiece",
+    "transcode_utf8",
 ]
