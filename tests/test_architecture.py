@@ -34,6 +34,7 @@ ORDER = [
     "analysis",
     "serving",
     "tasks",
+    "recipes",
     "cli",
 ]
 #: albert_tf/tasks/<task>/<part>.py → the area the part belongs to (albert_tf.tasks.spec.PARTS).
@@ -44,6 +45,8 @@ TASK_PARTS = {
     "trainer": "training",
     "serving": "serving",
     "task": "tasks",
+    # Other files of a task folder, at the layer of what they hold.
+    "next_sentence": "data",  # multiple choice's items made from running text
 }
 
 

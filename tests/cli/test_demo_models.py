@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from helpers.paths import REPO
 
-from albert_tf.cli.demo_models import ENCODERS
 from albert_tf.data import read_documents, sample_path
-from albert_tf.data.next_sentence import document_split
+from albert_tf.recipes.demo_models import ENCODERS, document_split
 from albert_tf.tasks.multiple_choice.data import read_multiple_choice
 
 
@@ -72,7 +71,7 @@ def test_prepare_splits_by_document_and_builds_next_sentence_items(tmp_path):
     # Training contexts run from the previous sentence alone up to the full budget
     # (300 characters): where the full budget holds earlier sentences, most items
     # get fewer of them, and some get the previous sentence alone.
-    from albert_tf.data.next_sentence import _context
+    from albert_tf.tasks.multiple_choice.next_sentence import _context
 
     docs_of = {p: [d for d, q in zip(documents, parts, strict=True) if q == p] for p in parts}
     shorter = alone = could_be_longer = 0
@@ -239,8 +238,7 @@ def _write_stage_files(work: Path, accuracy: float) -> None:
 
 
 def test_model_card_reads_the_stages_records(tmp_path):
-    from albert_tf.cli.demo_models import model_card
-    from albert_tf.cli.runner import UserError
+    from albert_tf.recipes.demo_models import model_card
 
     _write_stage_files(tmp_path, accuracy=0.5695)
     card = model_card("en", str(tmp_path))
@@ -279,7 +277,9 @@ def test_model_card_reads_the_stages_records(tmp_path):
     assert card["rebuild"] == "python -m albert_tf.demo_models --languages=zh"
     (tmp_path / "start.json").unlink()
     (tmp_path / "finetune/summary.json").unlink()
-    with pytest.raises(UserError, match=r"finetune/summary.json is missing; run the earlier"):
+    with pytest.raises(
+        FileNotFoundError, match=r"finetune/summary.json is missing; run the earlier"
+    ):
         model_card("en", str(tmp_path))
 
 

@@ -14,8 +14,8 @@ from albert_tf.training.finetuning.options import FineTuningOptions
 def load_items(specs: Sequence[str], seed: int) -> tuple[list, collections.Counter]:
     """Items and skip counts from paths, or a next-sentence task for ``sample:<lang>``."""
     from albert_tf.data import read_documents, sample_language, sample_path
-    from albert_tf.data.next_sentence import next_sentence_items
     from albert_tf.tasks.multiple_choice.data import read_multiple_choice
+    from albert_tf.tasks.multiple_choice.next_sentence import next_sentence_items
 
     items: list = []
     skipped: collections.Counter = collections.Counter()

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data.next_sentence import next_sentence_items
 from albert_tf.data.splits import split_examples
 from albert_tf.tasks.multiple_choice.data import (
     build_qa,
@@ -20,6 +19,7 @@ from albert_tf.tasks.multiple_choice.data import (
     pack_multiple_choice,
     read_multiple_choice,
 )
+from albert_tf.tasks.multiple_choice.next_sentence import next_sentence_items
 from albert_tf.tokenizers import load_tokenizer
 
 CLASSIC_OPTIONS = [
@@ -210,18 +210,6 @@ def test_split_is_deterministic_and_disjoint():
     with pytest.raises(ValueError, match="sum to 1"):
         split_examples(items, [0.5, 0.1])
     assert np.isclose(len(a[0]) / len(items), 0.8, atol=0.08)
-
-
-def test_document_split_is_stable_and_proportional():
-    from albert_tf.data.next_sentence import document_split
-
-    keys = [f"corpus/doc-{i}" for i in range(20_000)]
-    parts = [document_split(k) for k in keys]
-    assert parts == [document_split(k) for k in keys]  # no hidden state
-    share = {p: parts.count(p) / len(parts) for p in ("test", "finetune", "pretrain")}
-    assert abs(share["test"] - 0.10) < 0.01 and abs(share["finetune"] - 0.30) < 0.015
-    # A key's bucket does not depend on which other documents are in the corpus.
-    assert [document_split(k) for k in keys[::7]] == parts[::7]
 
 
 def test_next_sentence_context_and_same_group_distractors():

@@ -3,41 +3,17 @@
 No labels are needed: the context is a document's sentences up to some point, the
 right option is the sentence that follows, and the distractors are sentences of
 *other* documents of the same source (so style alone does not give the answer).
-The demo models (`python -m albert_tf.demo_models`) are fine-tuned and scored on
-such items, built from documents held out of pretraining by `document_split`.
+``finetune --train_files=sample:<lang>`` trains on such items from the embedded
+samples; the demo models (`albert_tf.recipes.demo_models`) are fine-tuned and
+scored on them, built from documents held out of pretraining.
 """
 
 from __future__ import annotations
 
 import random
-import zlib
 from collections.abc import Sequence
 
 from albert_tf.tasks.multiple_choice.data import MultipleChoiceExample
-
-#: `document_split` buckets: of 100, these go to test and to fine-tuning; the
-#: rest are pretraining text.
-TEST_PERCENT = 10
-FINETUNE_PERCENT = 30
-
-
-def document_split(
-    key: str, *, test_percent: int = TEST_PERCENT, finetune_percent: int = FINETUNE_PERCENT
-) -> str:
-    """``"test"``, ``"finetune"`` or ``"pretrain"`` for a document, from its key alone.
-
-    A stable hash (CRC-32 of ``key``, e.g. ``"source/document-id"``), so the split
-    is the same on every machine and for any subset or order of the corpus.
-
-    >>> [document_split(k) for k in ("a", "b", "d")]
-    ['test', 'pretrain', 'finetune']
-    """
-    bucket = zlib.crc32(key.encode("utf-8")) % 100
-    if bucket < test_percent:
-        return "test"
-    if bucket < test_percent + finetune_percent:
-        return "finetune"
-    return "pretrain"
 
 
 def _context(sentences: Sequence[str], end: int, max_chars: int, joiner: str) -> str:
