@@ -127,8 +127,8 @@ def export_saved_model(
     names the signatures.
 
     Args:
-        checkpoint_dir: a fine-tuned model directory (`albert_tf.load_multiple_choice`
-            or `albert_tf.load_text_classifier` reads it).
+        checkpoint_dir: a fine-tuned model directory (`albert_tf.load_task_model`
+            reads it).
         export_dir: ``BASE/NAME``; the version folder is created inside.
         tokenizer_dir: defaults to ``checkpoint_dir/tokenizer``.
         version: defaults to `next_version`; an existing version is an error.
@@ -192,10 +192,12 @@ def export_saved_model(
         # Whether the precision suits a CPU depends on these (docs/serving.md).
         "export_cpu_flags": sorted(cpu_flags() & RELEVANT_CPU_FLAGS),
         "vocab_size": model.config.vocab_size,
-        "checkpoint": (
-            os.fspath(checkpoint_dir)
+        # A bucket URL names the checkpoint anywhere; a local path names one machine's
+        # folder, which a shipped model must not carry.
+        **(
+            {"checkpoint": os.fspath(checkpoint_dir)}
             if storage.is_remote(os.fspath(checkpoint_dir))
-            else os.path.abspath(checkpoint_dir)
+            else {}
         ),
         "finetune": settings,
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -28,7 +28,17 @@ def score(call: Scorer, packed: dict[str, tf.Tensor]) -> tf.Tensor:
     """``call(packed)`` for packed ids ``[N, S]`` (``padding_mask`` among them,
     real pieces first): one call, or `in_buckets` from `FROM_SEQUENCES` on."""
     count = tf.shape(packed["padding_mask"])[0]
-    return tf.cond(count >= FROM_SEQUENCES, lambda: in_buckets(call, packed), lambda: call(packed))
+    # One traced function for all five call sites (four buckets, one batch): a
+    # SavedModel stores its graph once and calls it, instead of five inlined copies
+    # of the encoder in the branches of the conds.
+    shared = tf.function(
+        call,
+        input_signature=[{k: tf.TensorSpec([None, None], v.dtype) for k, v in packed.items()}],
+        autograph=False,
+    )
+    return tf.cond(
+        count >= FROM_SEQUENCES, lambda: in_buckets(shared, packed), lambda: shared(packed)
+    )
 
 
 def in_buckets(call: Scorer, packed: dict[str, tf.Tensor]) -> tf.Tensor:

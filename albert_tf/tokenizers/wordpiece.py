@@ -233,6 +233,9 @@ class WordPieceTokenizer(Tokenizer):
                 value_index=tf.lookup.TextFileIndex.LINE_NUMBER,
             ),
             default_value=self._unk_id,
+            # A shared table is named after its file: an export would carry the path
+            # of the machine that made it. Anonymous tables carry no name.
+            experimental_is_anonymous=True,
         )
         self._id_to_token = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(
@@ -243,6 +246,7 @@ class WordPieceTokenizer(Tokenizer):
                 value_index=tf.lookup.TextFileIndex.WHOLE_LINE,
             ),
             default_value="[UNK]",
+            experimental_is_anonymous=True,
         )
         # Words are at most max_input_chars_per_word characters here (longer
         # ones are replaced by [UNK] first), i.e. at most 4x as many bytes.

@@ -138,7 +138,7 @@ def _all_ops(path: Path) -> list[str]:
 
 @functools.cache
 def _loaded(model_dir: Path) -> albert_tf.AlbertMultipleChoice:
-    return albert_tf.load_multiple_choice(model_dir)
+    return albert_tf.load_task_model(model_dir, "multiple_choice")
 
 
 def _expected(model_dir: Path, case: dict) -> dict:
@@ -307,6 +307,24 @@ def test_export_has_only_stock_ops(mc_models):
         ops.update(n.op for n in function.node_def)
     assert "BatchMatMulV2" in ops or "MatMul" in ops  # the encoder is in there
     assert not {op for op in ops if op.startswith("Albert")}
+
+
+def test_export_holds_one_encoder_per_scoring_signature(mc_models):
+    # Length buckets call the encoder from four places and the one-batch branch from a
+    # fifth; inlined, each was a copy of the encoder graph in saved_model.pb (6.7 MB
+    # for 3.1 MB of weights in the shipped demo). Shared, serving_default and
+    # score_ids hold one call each.
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    model_dir = mc_models["en"]["model"]
+    layers = albert_tf.AlbertConfig.from_json(str(model_dir / "config.json")).num_hidden_layers
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((mc_models["en"]["saved_model"] / "saved_model.pb").read_bytes())
+    graph = proto.meta_graphs[0].graph_def
+    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+    # Attention multiplies twice per applied layer: QK^T, then the probabilities by V.
+    batch_matmuls = sum(n.op == "BatchMatMulV2" for n in nodes)
+    assert batch_matmuls == 2 * layers * 2
 
 
 def _varied_lengths(rng, shape, width):
