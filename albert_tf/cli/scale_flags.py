@@ -75,7 +75,9 @@ flags.DEFINE_integer(
     _DEFAULTS["steps_per_loop"],
     "Optimizer steps per compiled call: the host dispatches and reads back once per "
     "loop, which keeps an accelerator busy (try 100 on GPUs/TPUs). Loops stop at every "
-    "logging, checkpoint and evaluation step. Not with --gradient_accumulation_steps.",
+    "logging, checkpoint and evaluation step. pretrain takes it with "
+    "--gradient_accumulation_steps (each step's micro-batches in the loop); finetune "
+    "does not yet.",
     lower_bound=1,
 )
 flags.DEFINE_integer(

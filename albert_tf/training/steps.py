@@ -25,6 +25,9 @@ normalises the sums (`local_counts`) and how they make a loss (`loss`).
 * Gradient accumulation sums micro-batch gradients in ON_READ variables,
   each normalised by the counts of the whole step, so k micro-batches give
   the gradient of one k-times-larger batch.
+* The compiled loop (`TrainingSteps.train_loop`) runs several optimizer steps in
+  one call, with or without accumulation: the same arithmetic in the same order
+  as one call a step.
 """
 
 from __future__ import annotations
@@ -120,8 +123,9 @@ class TrainingSteps:
     Attributes:
         train_fn: ``(features, labels) -> sums``, one optimizer step on one
             global batch (no accumulation).
-        train_loop_fn: ``(iterator, num_steps, ...) -> sums``, several steps in
-            one call (see `train_loop`).
+        train_loop_fn: ``(iterator, num_steps, ...) -> sums``, several optimizer
+            steps in one call, each on ``gradient_accumulation_steps`` micro-batches
+            (see `train_loop`).
         count_fn: ``[labels, ...] -> counts`` of a step's micro-batches (at
             least 1 each: they divide).
         accumulate_fn: ``(features, labels, normalizers) -> sums``, adds one
@@ -218,15 +222,14 @@ class TrainingSteps:
         self, iterator, num_steps: int, consecutive_skipped: int = 0
     ) -> dict[str, tf.Tensor]:
         """Up to ``num_steps`` attempts at optimizer steps in one compiled call, each
-        on the next global batch of ``iterator`` (no accumulation).
+        on the next ``gradient_accumulation_steps`` global micro-batches of
+        ``iterator``: the steps `train` would take on them, one by one.
 
         ``consecutive_skipped``: non-finite steps in a row before this call; the loop
         stops early when that run reaches ``max_consecutive_nonfinite_steps``.
         Returns the `step_sums` of the applied steps, ``attempts``,
         ``applied_steps`` and ``consecutive_skipped`` (the run of skips at the end).
         """
-        if self._accumulators:
-            raise ValueError("train_loop runs one micro-batch a step: no gradient accumulation")
         return self.train_loop_fn(
             iterator,
             tf.constant(num_steps, tf.int32),
@@ -370,6 +373,59 @@ class TrainingSteps:
             sums = reduce(strategy.run(fused_step, args=training_slices((features, labels))))
             return {**sums, **applied(before)}
 
+        def step_counts(labels_list):
+            # The whole step's counts, all-reduced over every replica's slices.
+            def counts(*slices):
+                local = tf.add_n([self.local_counts(y) for y in slices])
+                ctx = tf.distribute.get_replica_context()
+                return ctx.all_reduce(tf.distribute.ReduceOp.SUM, local)
+
+            per_replica = strategy.run(counts, args=[training_slices(y) for y in labels_list])
+            total = strategy.experimental_local_results(per_replica)[0]
+            return tf.maximum(total, 1.0)
+
+        def accumulate_body(features, labels, normalizers):
+            distributed = training_slices((features, labels))
+            return reduce(strategy.run(accumulate_step, args=(*distributed, normalizers)))
+
+        def apply_body():
+            before = tf.identity(self.optimizer.iterations)
+            return {**reduce(strategy.run(apply_accumulated)), **applied(before)}
+
+        def accumulated_step(iterator):
+            """One optimizer step of the loop on ``accumulation`` micro-batches: what
+            `train` does from the host, in the same order."""
+            batches = [next(iterator) for _ in range(accumulation)]
+            normalizers = step_counts([labels for _, labels in batches])
+            # The micro-batches go through a while loop, not an unrolled one: its
+            # iterations run one after another, so one micro-batch's activations are
+            # live at a time. Their shapes may differ (a token budget, batches
+            # padded to their own length), which a TensorArray's elements may.
+            leaves = [tf.nest.flatten(batch) for batch in batches]
+            arrays = [
+                tf.TensorArray(t.dtype, size=accumulation, element_shape=t.shape, infer_shape=False)
+                for t in leaves[0]
+            ]
+            for j, batch_leaves in enumerate(leaves):
+                arrays = [a.write(j, t) for a, t in zip(arrays, batch_leaves, strict=True)]
+
+            def micro_batch(j, totals):
+                batch = tf.nest.pack_sequence_as(batches[0], [a.read(j) for a in arrays])
+                out = accumulate_body(*batch, normalizers)
+                return j + 1, {k: totals[k] + out[k] for k in totals}
+
+            # What each micro-batch sums: the objective's and `batch_counts`.
+            zeros = {k: tf.constant(0.0) for k in (*self.sum_names, "examples", "tokens")}
+            _, totals = tf.while_loop(
+                lambda j, _: j < accumulation, micro_batch, (tf.constant(0), zeros)
+            )
+            return {**totals, **apply_body()}
+
+        def loop_step(iterator):
+            if not self._accumulators:
+                return train_body(*next(iterator))
+            return accumulated_step(iterator)
+
         step_sums = self.step_sums
 
         @function(features_spec, labels_spec)
@@ -379,7 +435,7 @@ class TrainingSteps:
         @tf.function
         def train_loop_fn(iterator, num_steps, consecutive_skipped, max_consecutive):
             def body(i, totals, done, run):
-                out = train_body(*next(iterator))
+                out = loop_step(iterator)
                 ok = out.pop("applied")
                 if set(out) != set(step_sums):  # at trace time: sum_names is stale
                     raise ValueError(f"step sums {step_sums} != step outputs {sorted(out)}")
@@ -406,25 +462,15 @@ class TrainingSteps:
 
         @function([labels_spec] * accumulation)
         def count_fn(labels_list):
-            # The whole step's counts, all-reduced over every replica's slices.
-            def counts(*slices):
-                local = tf.add_n([self.local_counts(y) for y in slices])
-                ctx = tf.distribute.get_replica_context()
-                return ctx.all_reduce(tf.distribute.ReduceOp.SUM, local)
-
-            per_replica = strategy.run(counts, args=[training_slices(y) for y in labels_list])
-            total = strategy.experimental_local_results(per_replica)[0]
-            return tf.maximum(total, 1.0)
+            return step_counts(labels_list)
 
         @function(features_spec, labels_spec, counts_spec)
         def accumulate_fn(features, labels, normalizers):
-            distributed = training_slices((features, labels))
-            return reduce(strategy.run(accumulate_step, args=(*distributed, normalizers)))
+            return accumulate_body(features, labels, normalizers)
 
         @tf.function
         def apply_fn():
-            before = tf.identity(self.optimizer.iterations)
-            return {**reduce(strategy.run(apply_accumulated)), **applied(before)}
+            return apply_body()
 
         @function(features_spec, labels_spec)
         def eval_fn(features, labels):

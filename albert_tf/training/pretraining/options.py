@@ -112,12 +112,6 @@ per replica and micro-batch (128 × 1 accumulation steps × 1 replicas); set \
             raise ValueError(f"data_service_mode must be one of {DATA_SERVICE_MODES}")
         if self.steps_per_loop < 1:
             raise ValueError("steps_per_loop must be at least 1")
-        if self.steps_per_loop > 1 and self.gradient_accumulation_steps > 1:
-            raise ValueError(
-                "--steps_per_loop > 1 runs whole steps in one compiled loop, which does not "
-                "yet take gradient accumulation; use --steps_per_loop=1 with "
-                "--gradient_accumulation_steps."
-            )
         parse_fault_spec(self.faults)  # a typo in a test's spec fails here, before any work
         if self.steps_per_loop > 1 and self.faults:
             raise ValueError("fault injection needs --steps_per_loop=1 (it acts between steps)")

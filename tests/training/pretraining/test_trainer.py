@@ -178,10 +178,42 @@ def test_compiled_loops_of_steps_train_and_log_like_one_step_a_call(tmp_path, pr
     assert loop.steps.train_loop_fn.experimental_get_tracing_count() == 1
 
 
+def test_compiled_loops_take_gradient_accumulation(tmp_path, prepared, vocab):
+    # The loop's arithmetic is checked in tests/training/test_accumulated_loops.py;
+    # here the trainer feeds it micro-batches and logs what it sums.
+    from helpers.numerics import albert_depth_and_width, float32_budget
+
+    runs = {}
+    for steps_per_loop in (1, 2):
+        name = f"accumulated{steps_per_loop}"
+        runs[steps_per_loop] = _train(
+            tmp_path,
+            prepared,
+            vocab,
+            name,
+            num_train_steps=4,
+            log_every_steps=2,
+            gradient_accumulation_steps=2,
+            steps_per_loop=steps_per_loop,
+        )
+    one, loop = runs[1], runs[2]
+    assert one.step == loop.step == 4
+    assert loop.steps.train_loop_fn.experimental_get_tracing_count() == 1
+    metrics = {
+        n: [json.loads(line) for line in (tmp_path / f"accumulated{n}/metrics.jsonl").open()]
+        for n in runs
+    }
+    assert [m["step"] for m in metrics[2]] == [m["step"] for m in metrics[1]] == [2, 4]
+    depth, width = albert_depth_and_width(one.config, one.options.max_seq_length)
+    rtol = float32_budget(depth=2 * depth, width=width)  # forward and backward
+    for a, b in zip(metrics[1], metrics[2], strict=True):
+        for key in ("mlm_loss", "sop_loss", "grad_norm"):
+            assert b[key] == pytest.approx(a[key], rel=rtol), key
+
+
 def test_steps_per_loop_refuses_what_it_cannot_do(tmp_path, prepared):
     for overrides, message in (
         ({"steps_per_loop": 0}, "at least 1"),
-        ({"steps_per_loop": 4, "gradient_accumulation_steps": 2}, "gradient accumulation"),
         ({"steps_per_loop": 4, "faults": "nonfinite_at_step:2"}, "fault injection"),
     ):
         with pytest.raises(ValueError, match=message):
