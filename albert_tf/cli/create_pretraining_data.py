@@ -42,7 +42,7 @@ from absl import flags
 from albert_tf.cli import runner
 from albert_tf.cli.runner import UserError
 from albert_tf.data.examples import PACKINGS, SENTENCE_TASKS
-from albert_tf.data.tasks import POOL_BYTES, TASK_BYTES
+from albert_tf.data.input_tasks import POOL_BYTES, TASK_BYTES
 
 _INPUT = flags.DEFINE_list(
     "input",

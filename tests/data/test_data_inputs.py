@@ -11,9 +11,9 @@ import pathlib
 import pytest
 
 from albert_tf.data import ReadStats, iter_sentences, read_corpus, sample_path
+from albert_tf.data.input_tasks import plan_file_tasks
 from albert_tf.data.inputs import resolve_inputs, sample_language
 from albert_tf.data.shards import write_pretraining_data
-from albert_tf.data.tasks import plan_file_tasks
 from albert_tf.tasks.multiple_choice.data import read_multiple_choice
 
 # Written by the tests below in three encodings; every reader must give back

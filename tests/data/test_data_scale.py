@@ -19,8 +19,8 @@ import tensorflow as tf
 
 from albert_tf.data import sample_path
 from albert_tf.data.corpus import ReadStats, read_located_documents
+from albert_tf.data.input_tasks import plan_file_tasks
 from albert_tf.data.shards import write_pretraining_data
-from albert_tf.data.tasks import plan_file_tasks
 
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta") + (
     "eta",
@@ -345,7 +345,7 @@ def test_a_finished_run_is_not_redone_and_another_recipe_starts_over(tmp_path, s
 def test_a_tfds_split_is_cut_into_slices_that_read_every_example_once(tmp_path):
     import tensorflow_datasets as tfds
 
-    from albert_tf.data.tasks import plan_tfds_tasks
+    from albert_tf.data.input_tasks import plan_tfds_tasks
     from albert_tf.data.tfds_corpus import AlbertCorpus
 
     manual = tmp_path / "manual"

@@ -3,7 +3,7 @@
 The data flows through one module each:
 
 * `plan` — `ShardPlan`: the options, validated once, and the bounded input
-  tasks (`albert_tf.data.tasks`: byte ranges of files, slices of tfds splits);
+  tasks (`albert_tf.data.input_tasks`: byte ranges of files, slices of tfds splits);
 * `writer` — `ShardWriter`: one task → its examples (`albert_tf.data.examples`)
   → one part file per shard, streaming one pool of documents at a time;
 * `layout` — the output directory's files and the order that makes them

@@ -1,7 +1,7 @@
 """Pretraining-data preparation as an Apache Beam pipeline, for many machines.
 
 The tasks of a `ShardPlan` (byte ranges of files, slices of a tfds split:
-`albert_tf.data.tasks`) become Beam elements:
+`albert_tf.data.input_tasks`) become Beam elements:
 
     Create(tasks) → Reshuffle → ParDo(_WritePartsFn) → GroupByKey(shard)
                   → ParDo(_ConcatenateFn)
@@ -61,12 +61,12 @@ except ModuleNotFoundError as e:  # the optional [beam] extra
     ) from e
 
 from albert_tf import storage
+from albert_tf.data.input_tasks import InputTask
 from albert_tf.data.shards import layout
 from albert_tf.data.shards.local import naming_task
 from albert_tf.data.shards.plan import ShardOptions, ShardPlan
 from albert_tf.data.shards.summary import WriteSummary
 from albert_tf.data.shards.writer import ShardWriter
-from albert_tf.data.tasks import InputTask
 
 if TYPE_CHECKING:
     from albert_tf.tokenizers.base import Tokenizer

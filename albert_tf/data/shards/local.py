@@ -22,11 +22,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from albert_tf import storage
+from albert_tf.data.input_tasks import InputTask
 from albert_tf.data.shards import layout
 from albert_tf.data.shards.plan import ShardOptions, ShardPlan
 from albert_tf.data.shards.summary import WriteSummary
 from albert_tf.data.shards.writer import ShardWriter
-from albert_tf.data.tasks import InputTask
 
 if TYPE_CHECKING:
     from albert_tf.tokenizers.base import Tokenizer

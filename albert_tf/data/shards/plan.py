@@ -2,7 +2,7 @@
 
 Both runners (`albert_tf.data.shards.local`, `albert_tf.data.shards.beam`) take
 a plan: the example options (`ShardOptions`, picklable for workers) and the
-bounded input tasks (`albert_tf.data.tasks`). Building one checks every option
+bounded input tasks (`albert_tf.data.input_tasks`). Building one checks every option
 before any work, so a bad option fails the same way whichever runner follows.
 """
 
@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 from albert_tf import storage
 from albert_tf.data.chinese_wwm import get_segmenter
 from albert_tf.data.examples import PACKINGS, SENTENCE_TASKS
-from albert_tf.data.inputs import resolve_inputs
-from albert_tf.data.tasks import (
+from albert_tf.data.input_tasks import (
     POOL_BYTES,
     TASK_BYTES,
     InputTask,
     plan_file_tasks,
     plan_tfds_tasks,
 )
+from albert_tf.data.inputs import resolve_inputs
 
 if TYPE_CHECKING:
     from albert_tf.data.shards.summary import WriteSummary

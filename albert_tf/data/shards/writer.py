@@ -24,11 +24,11 @@ from albert_tf.data.examples import (
     create_full_sentence_examples,
     serialize_example,
 )
+from albert_tf.data.input_tasks import InputTask, document_rng
 from albert_tf.data.packed_document import PackedDocument
 from albert_tf.data.shards import layout
 from albert_tf.data.shards.plan import ShardOptions
 from albert_tf.data.shards.summary import WriteSummary
-from albert_tf.data.tasks import InputTask, document_rng
 
 if TYPE_CHECKING:
     from albert_tf.tokenizers.base import Tokenizer

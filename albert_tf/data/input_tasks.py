@@ -1,6 +1,8 @@
-"""Cutting pretraining input into many bounded tasks, whatever its size.
+"""Cutting pretraining input into many bounded input tasks, whatever its size.
 
-A task is the unit of parallel work, of resumption and of a Beam element: a
+An input task (`InputTask`; "task" in the shard writers' flags, progress and
+metadata, and unrelated to the fine-tuning tasks of `albert_tf.tasks`) is the
+unit of parallel work, of resumption and of a Beam element: a
 byte range of an uncompressed file, a whole compressed file, or a slice
 ``split[a:b]`` of a tensorflow-datasets split. Tasks are many and small
 (``task_bytes``, ``task_documents``), not one per worker, so that one huge
