@@ -29,8 +29,7 @@ _EXPORTS = {
     "FineTuningOptions": "albert_tf.training.finetuning.options",
     "get_preset": "albert_tf.presets",
     "load": "albert_tf.checkpoints.saved_format",
-    "load_multiple_choice": "albert_tf.checkpoints.saved_format",
-    "load_text_classifier": "albert_tf.checkpoints.saved_format",
+    "load_task_model": "albert_tf.checkpoints.saved_format",
     "run_finetuning": "albert_tf.tasks.run",
     "save_model": "albert_tf.checkpoints.saved_format",
 }
@@ -48,8 +47,7 @@ __all__ = [
     "FineTuningOptions",
     "get_preset",
     "load",
-    "load_multiple_choice",
-    "load_text_classifier",
+    "load_task_model",
     "run_finetuning",
     "save_model",
 ]
@@ -71,8 +69,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what type checkers and IDEs see
     from albert_tf.checkpoints.saved_format import (
         load,
-        load_multiple_choice,
-        load_text_classifier,
+        load_task_model,
         save_model,
     )
     from albert_tf.config import AlbertConfig, ConfigError

@@ -38,8 +38,6 @@ META_FILE = "albert_tf.json"
 SETTINGS_FILE = "finetune.json"
 FORMAT_VERSION = 1
 
-MULTIPLE_CHOICE = get_task("multiple_choice")
-CLASSIFICATION = get_task("classification")
 #: The pretraining heads (a task model loads none of them).
 PRETRAINING_HEADS = ("mlm_head/", "sop_head/")
 
@@ -234,9 +232,15 @@ def load_task_model(
 
     Starting fine-tuning from a pretraining checkpoint is the common case: the
     backbone is loaded and the head is initialised as the config and
-    ``head_arguments`` say (a tagger's number of tags). A head the directory
-    holds fixes what it must (`AlbertTask.head_arguments`); ``head_arguments``
-    that disagree with it are an error.
+    ``head_arguments`` say (a classifier's ``num_labels``, a tagger's ``num_tags``).
+    A head the directory holds fixes what it must (the model class's
+    `AlbertTask.head_arguments`: a saved classifier gives its number of labels);
+    ``head_arguments`` that disagree with it are an error.
+
+    Example:
+        >>> model = load_task_model("runs/mc/best", "multiple_choice")  # doctest: +SKIP
+        >>> fresh = load_task_model("models/base", "classification",
+        ...                         head_arguments={"num_labels": 3})  # doctest: +SKIP
     """
     spec = get_task(task) if isinstance(task, str) else task
     model_class = spec.load("model")
@@ -265,40 +269,6 @@ def load_task_model(
         ) from None
     arrays = _task_arrays(weights, spec.head_prefix)
     assign_weights(model, arrays, allow_missing_prefixes=(spec.head_prefix,))
-    return model
-
-
-def load_multiple_choice(directory: str | os.PathLike[str], *, dtype=None):
-    """Loads a multiple-choice model; a fresh head if the directory has none."""
-    return load_task_model(directory, MULTIPLE_CHOICE, dtype=dtype)
-
-
-def load_text_classifier(
-    directory: str | os.PathLike[str], num_labels: int | None = None, *, dtype=None
-):
-    """Loads a text classifier; a fresh head if the directory has none.
-
-    ``num_labels`` may be left out when the directory holds a classifier (it
-    is read from the head's weights); starting from a pretraining checkpoint
-    it is required. A directory whose head has another size is an error.
-    """
-    from albert_tf.tasks.classification.model import AlbertTextClassifier
-
-    config = read_config(directory)
-    weights = read_weights(directory)
-    saved = weights.get("classifier_head/dense/bias")
-    if saved is not None:
-        if num_labels not in (None, saved.shape[0]):
-            raise CheckpointError(
-                f"{directory} holds a classifier with {saved.shape[0]} labels, not "
-                f"{num_labels}; start from its pretraining checkpoint for a new label set."
-            )
-        num_labels = int(saved.shape[0])
-    if num_labels is None:
-        raise ValueError(f"{directory} has no classifier head: give num_labels (1 for regression).")
-    model = AlbertTextClassifier.from_albert_config(config, dtype=dtype, num_labels=num_labels)
-    arrays = _task_arrays(weights, CLASSIFICATION.head_prefix)
-    assign_weights(model, arrays, allow_missing_prefixes=(CLASSIFICATION.head_prefix,))
     return model
 
 

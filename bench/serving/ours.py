@@ -77,7 +77,7 @@ def measure_bare_encoder(args: argparse.Namespace) -> dict[str, Any]:
 
     import albert_tf
 
-    model = albert_tf.load_multiple_choice(os.path.join(args.workdir, "model"))
+    model = albert_tf.load_task_model(os.path.join(args.workdir, "model"), "multiple_choice")
     ids = workload_ids(args.workdir, args.workload)
     inputs = {k: tf.constant(v) for k, v in ids.items()}
     spec = tf.TensorSpec([None, None, None], tf.int32)

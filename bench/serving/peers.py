@@ -202,7 +202,7 @@ def prepare_onnx(args: argparse.Namespace) -> dict[str, Any]:
     # Keras model's on the batch-1 workload.
     import albert_tf
 
-    ours = albert_tf.load_multiple_choice(os.path.join(args.workdir, "model"))
+    ours = albert_tf.load_task_model(os.path.join(args.workdir, "model"), "multiple_choice")
     ours_logits = np.asarray(ours(ids, training=False))
     session = onnxruntime.InferenceSession(files["plain"], providers=["CPUExecutionProvider"])
     feed = dict(zip(ONNX_INPUTS, (d.numpy() for d in dummy), strict=True))

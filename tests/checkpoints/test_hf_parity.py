@@ -107,7 +107,7 @@ def test_multiple_choice_parity_and_absent_options(tmp_path):
     hf_model.save_pretrained(tmp_path / "hf")
     _, converted = convert("hf", str(tmp_path / "hf"), str(tmp_path / "ours"))
     assert converted.task == "multiple_choice"
-    model = albert_tf.load_multiple_choice(tmp_path / "ours")
+    model = albert_tf.load_task_model(tmp_path / "ours", "multiple_choice")
     flat = random_batch(120, batch=8, seq=16, seed=4)  # 2 questions × 4 options
     batch = {k: v.reshape(2, 4, 16) for k, v in flat.items()}
     with torch.no_grad():
@@ -136,7 +136,7 @@ def test_sequence_classification_parity(tmp_path, num_labels):
     hf_model.save_pretrained(tmp_path / "hf")
     _, converted = convert("hf", str(tmp_path / "hf"), str(tmp_path / "ours"))
     assert converted.task == "classification"
-    model = albert_tf.load_text_classifier(tmp_path / "ours")
+    model = albert_tf.load_task_model(tmp_path / "ours", "classification")
     assert model.num_labels == num_labels
     batch = random_batch(120, batch=6, seq=16, seed=7)
     with torch.no_grad():
@@ -258,7 +258,8 @@ def test_albert_chinese_small_layout_converts_with_its_bert_vocab(tmp_path):
         text, add_special_tokens=False
     )
 
-    model = albert_tf.load_multiple_choice(out)  # fresh head on the converted backbone
+    # A fresh head on the converted backbone.
+    model = albert_tf.load_task_model(out, "multiple_choice")
     items = [
         MultipleChoiceExample(
             str(i),

@@ -64,7 +64,7 @@ def test_missing_directory_says_how_to_make_one(tmp_path):
 def test_multiple_choice_from_pretraining_checkpoint_keeps_backbone(tmp_path):
     model = albert_tf.AlbertPretrainingModel.from_albert_config(tiny_config())
     albert_tf.save_model(model, tmp_path / "m")
-    choice = albert_tf.load_multiple_choice(tmp_path / "m")
+    choice = albert_tf.load_task_model(tmp_path / "m", "multiple_choice")
     for a, b in zip(model.backbone.weights, choice.backbone.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 

@@ -243,10 +243,10 @@ CASE = {
 def _with_trained_like_layer_norms(model_dir: Path, out: Path) -> Path:
     """A copy of the test model whose LayerNorms are not at their initial gamma 1,
     beta 0 (Grappler drops a multiply by ones, so untrained ones never fuse)."""
-    from albert_tf.checkpoints.saved_format import load_multiple_choice
+    from albert_tf.checkpoints.saved_format import load_task_model
     from albert_tf.layers.layer_norm import AlbertLayerNormalization
 
-    model = load_multiple_choice(model_dir)
+    model = load_task_model(model_dir, "multiple_choice")
     rng = np.random.RandomState(5)
     for layer in model._flatten_layers(include_self=False, recursive=True):
         if isinstance(layer, AlbertLayerNormalization):
@@ -297,7 +297,7 @@ def exported(mc_models, tmp_path_factory):
     present = np.array([[bool(o) for o in row] for row in CASE["options"]])
     reference = {}
     for precision in ["float32", "bfloat16", *(["int8"] if INT8_RUNS else [])]:
-        model = albert_tf.load_multiple_choice(model_dir)
+        model = albert_tf.load_task_model(model_dir, "multiple_choice")
         if precision != "float32":
             model = to_serving_precision(model, precision).model
         reference[precision] = tf.nn.softmax(model(inputs)).numpy() * present

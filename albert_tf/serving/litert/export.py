@@ -73,7 +73,7 @@ def export_litert(
         ... # doctest: +SKIP
         'albert_mc_int8.tflite'
     """
-    from albert_tf.checkpoints.saved_format import load_multiple_choice
+    from albert_tf.checkpoints.saved_format import load_task_model
 
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
@@ -83,7 +83,7 @@ def export_litert(
     task = get_task(settings.get("task"))
     if not task.litert:
         raise ValueError(f"the LiteRT export is for multiple choice, not {task.name!r}")
-    model = load_multiple_choice(checkpoint_dir)
+    model = load_task_model(checkpoint_dir, task)
     tokenizer = load_matching_tokenizer(tokenizer_dir, model)
     max_seq_length = max_seq_length or default_max_seq_length(settings, model)
     max_qa_length = min(settings.get("max_qa_length", DEFAULT_MAX_QA_LENGTH), max_seq_length - 3)

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from albert_tf.checkpoints.saved_format import load_text_classifier, read_finetune_settings
+from albert_tf.checkpoints.saved_format import load_task_model, read_finetune_settings
 from albert_tf.tasks.classification import SPEC
 from albert_tf.tasks.task import FineTuningTask, TaskData
 from albert_tf.training.finetuning.options import FineTuningOptions
@@ -85,9 +85,9 @@ class ClassificationTask(FineTuningTask):
         return {"num_labels": len(data.label_names) if data.label_names else 1}
 
     def load_model(self, directory: str | os.PathLike[str], dtype, data: TaskData | None = None):
-        # A new label set must match a saved head's size (load_text_classifier says so).
-        num_labels = self.head_arguments(data)["num_labels"] if data is not None else None
-        return load_text_classifier(directory, num_labels, dtype=dtype)
+        # A new label set must match a saved head's size (load_task_model says so).
+        fresh = self.head_arguments(data) if data is not None else None
+        return load_task_model(directory, self.spec, dtype=dtype, head_arguments=fresh)
 
     def trainer(self, model, tokenizer, data: TaskData, options: FineTuningOptions, **common):
         labels = data.label_names if model.num_labels > 1 else ()

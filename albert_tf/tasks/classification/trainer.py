@@ -32,7 +32,7 @@ class ClassificationTrainer(FineTuningTrainer):
     """Fine-tunes a text classifier (or scorer) and keeps its best dev checkpoint.
 
     Args (besides `FineTuningTrainer`'s):
-        model: an `AlbertTextClassifier` (e.g. from `albert_tf.load_text_classifier`).
+        model: an `AlbertTextClassifier` (e.g. from `albert_tf.load_task_model`).
         label_names: the label of each class index, saved with the model (the
             SavedModel answers with them); empty for a regression model.
         metric: the dev metric that picks the best checkpoint: ``accuracy``,

@@ -25,7 +25,7 @@ class MultipleChoiceTrainer(FineTuningTrainer):
     ``run_race``) and keeps its best dev-accuracy checkpoint.
 
     Args (besides `FineTuningTrainer`'s):
-        model: an `AlbertMultipleChoice` (e.g. from `albert_tf.load_multiple_choice`).
+        model: an `AlbertMultipleChoice` (e.g. from `albert_tf.load_task_model`).
         max_qa_length: question+option pieces kept, as in run_race.
         context_keep: which end of a too-long context is kept (``"start"``,
             as run_race; ``"end"`` for "what comes next?" items).

@@ -156,7 +156,7 @@ def test_packed_ids_equal_pack_multiple_choice(exported, mc_models, lang, keep):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_probabilities_equal_keras_and_int8_mostly_agrees(exported, mc_models, lang):
-    model = albert_tf.load_multiple_choice(mc_models[lang]["model"])
+    model = albert_tf.load_task_model(mc_models[lang]["model"], "multiple_choice")
     items = _real_items(lang)[:20]
     agree = 0
     for item, inputs in zip(

@@ -98,7 +98,7 @@ def test_classifier_learns_from_the_pair_and_keeps_its_best(pair_classifier, tok
         settings = json.load(f)
     assert settings["task"] == "classification"
     assert settings["label_names"] == ["cold", "warm"]
-    reloaded = albert_tf.load_text_classifier(result["best_dir"])
+    reloaded = albert_tf.load_task_model(result["best_dir"], "classification")
     again = ClassificationTrainer(
         reloaded, tokenizer, label_names=["cold", "warm"], output_dir="unused", max_seq_length=24
     )
@@ -174,7 +174,7 @@ def test_saved_model_answers_as_the_keras_model_in_a_fresh_process(
     assert report["albert_tf_imported"] is False
     assert report["unregistered"] == [] and report["tf_text"]
     # The Keras model on the same text, packed by the same function.
-    model = albert_tf.load_text_classifier(result["best_dir"])
+    model = albert_tf.load_task_model(result["best_dir"], "classification")
     packed = pack_classification(tf.constant(text), tf.constant(pair), tokenizer, 24)
     logits = model(packed, training=False).numpy()
     want = tf.nn.softmax(logits, -1).numpy()

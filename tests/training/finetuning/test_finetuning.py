@@ -70,7 +70,7 @@ def test_trainer_learns_keeps_best_and_stops_early(mc_models, tmp_path):
     )
     # The best checkpoint reloads to the same dev accuracy.
     reloaded = MultipleChoiceTrainer(
-        albert_tf.load_multiple_choice(best),
+        albert_tf.load_task_model(best, "multiple_choice"),
         load_tokenizer(best / "tokenizer"),
         output_dir=tmp_path / "eval",
         max_seq_length=32,
@@ -100,7 +100,7 @@ def test_trainer_learns_keeps_best_and_stops_early(mc_models, tmp_path):
 def test_trainer_rejects_wrong_tokenizer_and_lengths(mc_models, tmp_path):
     import pytest
 
-    model = albert_tf.load_multiple_choice(mc_models["en"]["model"])
+    model = albert_tf.load_task_model(mc_models["en"]["model"], "multiple_choice")
     with pytest.raises(ValueError, match="wrong tokenizer"):
         MultipleChoiceTrainer(
             model,
@@ -134,7 +134,7 @@ def test_a_url_output_dir_gets_every_file_and_no_local_folder(mc_models, tmp_pat
     assert len(tf.io.gfile.GFile(f"{url}/metrics.jsonl").read().splitlines()) == 1
     settings = json.loads(tf.io.gfile.GFile(f"{url}/best/finetune.json").read())
     assert settings["metrics"]["step"] == result["best_step"] == 2
-    assert albert_tf.load_multiple_choice(f"{url}/best").config == model.config
+    assert albert_tf.load_task_model(f"{url}/best", "multiple_choice").config == model.config
     # The export reads the URL checkpoint and writes a URL export_dir (gs:// for
     # TF Serving on a cloud run); the served answer is the Keras model's.
     from albert_tf.serving import export_saved_model
