@@ -4,8 +4,8 @@ Everything that depends on the task (export, saving and loading, conversion,
 ``finetune``, the app) looks the task up here; nothing else branches on its
 name. A task folder holds a `TaskSpec` in its ``__init__.py`` and its parts
 beside it (`albert_tf.tasks.spec`). The package's own tasks are registered
-below; another one is added with `register_task` (before a command parses its
-flags, for ``finetune --task`` to list it).
+below; another one is added with `register_task` (before `albert_tf.cli.finetune`
+is imported, for ``finetune --task`` to take it and declare its flags).
 
 >>> sorted(TASKS)
 ['classification', 'multiple_choice', 'span_qa', 'tagging']
