@@ -58,6 +58,8 @@ TASK_PARTS = {
     "task": "tasks",
     # Other files of a task folder, at the layer of what they hold.
     "next_sentence": "data",  # multiple choice's items made from running text
+    "preprocessing": "data",  # texts → a task's model inputs, for training and serving
+    "decoding": "data",  # a task's model outputs → its answers, for evaluation and serving
 }
 
 

@@ -19,7 +19,7 @@ class AlbertSpanQA(AlbertTask):
     states and one dense layer with two outputs per piece. Decoding the best
     span (the context's pieces only, at most ``max_answer_length`` long, or
     [CLS] for "no answer") is the trainer's and the SavedModel's
-    (`albert_tf.tasks.span_qa.data.best_spans`).
+    (`albert_tf.tasks.span_qa.decoding`).
 
     Inputs: a dict of int32 [batch, seq] tensors ``token_ids``, ``segment_ids``
     (0 for the question, 1 for the context) and ``padding_mask``.

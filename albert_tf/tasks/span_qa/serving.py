@@ -7,17 +7,20 @@ import tensorflow as tf
 
 from albert_tf.models.backbone import BACKBONE_INPUTS
 from albert_tf.serving.id_checks import at_most_chars, check_max_seq_length
-from albert_tf.tasks.span_qa.data import (
-    DOC_STRIDE,
+from albert_tf.tasks.span_qa.decoding import (
     MAX_ANSWER_LENGTH,
+    best_answers,
+    best_spans,
+    choose,
+    context_mask,
+)
+from albert_tf.tasks.span_qa.preprocessing import (
+    DOC_STRIDE,
     MAX_QUERY_LENGTH,
     Windowing,
-    best_spans,
-    check_tokenizer,
-    context_mask,
     pack_qa,
 )
-from albert_tf.tokenizers._text_ops import transcode_utf8
+from albert_tf.tokenizers.offsets import char_slices, check_offsets
 
 _TEXT = tf.TensorSpec([None], tf.string)
 
@@ -37,8 +40,9 @@ class SpanQAServingModule(tf.Module):
       float32 [B] (the answer's probability in its window: its start's softmax
       times its end's; for no answer, the [CLS] position's). A context longer
       than one window is read in windows ``doc_stride`` pieces apart and
-      answered by the best start + end logit of all (`best_spans`; on a tie, the
-      earliest window, then the earliest start and end).
+      answered by the best start + end logit of all (on a tie, the earliest
+      window, then the earliest start and end: `albert_tf.tasks.span_qa.decoding`,
+      which the trainer runs too).
       With a ``no_answer_threshold`` (a model trained with impossible
       questions), "no answer" wins when the lowest null score of the windows
       beats the best span's by more than it.
@@ -78,7 +82,7 @@ class SpanQAServingModule(tf.Module):
     ):
         super().__init__(name="albert_span_qa")
         check_max_seq_length(model, windowing.max_seq_length)
-        check_tokenizer(tokenizer)
+        check_offsets(tokenizer, "span QA")
         self.model = model
         self.tokenizer = tokenizer
         self.windowing = windowing
@@ -142,66 +146,20 @@ class SpanQAServingModule(tf.Module):
         self, logits: tf.Tensor, packed: dict[str, tf.Tensor], context: tf.Tensor
     ) -> dict[str, tf.Tensor]:
         """`serving_default`'s outputs from the windows' logits and `pack_qa`'s output."""
-        example = packed["window_example"]
-        num_examples = tf.shape(context)[0]
-        windows = tf.shape(example)[0]
-        offset, first_piece = packed["context_offset"], packed["window_start"]
-        mask = context_mask(tf.shape(logits)[1], offset, packed["window_length"])
-        spans = best_spans(logits, mask, self.max_answer_length, 1)
-        score = spans["score"][:, 0]
-
-        def pick(values: tf.Tensor, reduce) -> tuple[tf.Tensor, tf.Tensor]:
-            """Per example, the first of its windows (the lowest index) where ``values``
-            is ``reduce``'s, and that value."""
-            best = reduce(values, example, num_examples)
-            hit = values == tf.gather(best, example)
-            index = tf.where(hit, tf.range(windows), windows)
-            return tf.minimum(
-                tf.math.unsorted_segment_min(index, example, num_examples),
-                tf.maximum(windows - 1, 0),
-            ), best
-
-        window, best_score = pick(score, tf.math.unsorted_segment_max)
-        null_window, null_score = pick(spans["null_score"], tf.math.unsorted_segment_min)
-
-        def piece_of(position: tf.Tensor) -> tf.Tensor:
-            """A window position's piece, as an index into the flat pieces of all contexts."""
-            local = tf.gather(position, window) - tf.gather(offset, window)
-            row_start = tf.cast(packed["word_starts"].row_starts(), tf.int32)
-            return row_start + tf.gather(first_piece, window) + local
-
-        # One spare entry: a context without pieces gathers it and is not answered.
-        starts = tf.concat([packed["word_starts"].flat_values, [0]], 0)
-        ends = tf.concat([packed["word_ends"].flat_values, [0]], 0)
-        spare = tf.size(starts) - 1
-
-        def safe(index: tf.Tensor) -> tf.Tensor:
-            return tf.clip_by_value(index, 0, spare)
-
-        # A window without a span scores -inf; a segment max over it is float32's lowest.
-        answered = best_score > tf.float32.min
-        if self.no_answer_threshold is not None:
-            answered &= null_score - best_score <= self.no_answer_threshold
-        start = tf.gather(starts, safe(piece_of(spans["start"][:, 0])))
-        end = tf.gather(ends, safe(piece_of(spans["end"][:, 0])))
-        start = tf.where(answered, start, -1)
-        end = tf.where(answered, end, -1)
-        text = tf.strings.substr(
-            transcode_utf8(context),
-            tf.maximum(start, 0),
-            tf.maximum(end - start, 0),
-            unit="UTF8_CHAR",
+        mask = context_mask(tf.shape(logits)[1], packed["context_offset"], packed["window_length"])
+        answers = best_answers(
+            best_spans(logits, mask, self.max_answer_length, 1),
+            packed,
+            packed["word_starts"],
+            packed["word_ends"],
+            1,
         )
-        probability = tf.where(
-            answered,
-            tf.gather(spans["probability"][:, 0], window),
-            tf.gather(spans["null_probability"], null_window),
-        )
+        chosen = choose(answers, self.no_answer_threshold)
         return {
-            "answer": tf.where(answered, text, ""),
-            "start": start,
-            "end": end,
-            "score": tf.reshape(probability, [-1]),
+            "answer": char_slices(context, chosen["start"], chosen["end"]),
+            "start": chosen["start"],
+            "end": chosen["end"],
+            "score": chosen["probability"],
         }
 
     @tf.function(input_signature=[_TEXT, _TEXT])

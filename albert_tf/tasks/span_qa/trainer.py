@@ -3,13 +3,15 @@
 The loss is the mean of the start's and the end's cross-entropy over each
 window's positions ([CLS] when the window does not hold the answer); the best
 checkpoint by dev F1 (SQuAD's, `albert_tf.training.finetuning.metrics.squad_scores`).
-Questions are answered across their windows by the best start + end logit
-(`best_spans`); with impossible questions (SQuAD 2.0) a "no answer" threshold
-on the null score's margin is chosen on dev and saved for serving.
+Questions are answered across their windows by the best start + end logit, by
+the SavedModel's decoding (`albert_tf.tasks.span_qa.decoding`); with impossible
+questions (SQuAD 2.0) a "no answer" threshold on the null score's margin is
+chosen on dev and saved for serving.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,27 +19,40 @@ import tensorflow as tf
 
 from albert_tf.checkpoints.saved_format import load_task_model, read_finetune_settings
 from albert_tf.tasks.span_qa import SPEC
-from albert_tf.tasks.span_qa.data import (
-    DOC_STRIDE,
+from albert_tf.tasks.span_qa.data import QAExample
+from albert_tf.tasks.span_qa.decoding import (
     MAX_ANSWER_LENGTH,
-    MAX_QUERY_LENGTH,
     N_BEST_SIZE,
-    Prediction,
-    QAExample,
-    Windowing,
+    best_answers,
     best_spans,
-    check_tokenizer,
-    choose_answer,
+    choose,
     context_mask,
+)
+from albert_tf.tasks.span_qa.preprocessing import (
+    DOC_STRIDE,
+    MAX_QUERY_LENGTH,
+    Windowing,
     encode_span_qa,
-    margin,
     span_qa_batches,
 )
+from albert_tf.tokenizers.offsets import check_offsets
 from albert_tf.training.finetuning.metrics import best_no_answer_threshold, squad_scores
 from albert_tf.training.finetuning.trainer import FineTuningTrainer
 
 #: The threshold that leaves every question unanswered (every margin exceeds it).
 NEVER_ANSWER = -1e30
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """One candidate answer: characters of the context (end exclusive; −1 for no
+    answer), its text, its start + end logit and its probability in its window."""
+
+    text: str
+    start: int
+    end: int
+    score: float
+    probability: float
 
 
 class SpanQATrainer(FineTuningTrainer):
@@ -78,7 +93,7 @@ class SpanQATrainer(FineTuningTrainer):
         choose_threshold: bool = True,
         **kwargs,
     ):
-        check_tokenizer(tokenizer)  # before anything is built: the offsets are a must
+        check_offsets(tokenizer, "span QA")  # before anything is built: a must
         super().__init__(model, tokenizer, **kwargs)
         self.windowing = Windowing(self.max_seq_length, max_query_length, doc_stride)
         if max_answer_length < 1 or n_best_size < 1:
@@ -114,26 +129,19 @@ class SpanQATrainer(FineTuningTrainer):
         right = tf.reduce_all(guess == labels, -1)
         return tf.reduce_sum(start + end) / 2, tf.reduce_sum(tf.cast(right, tf.float32))
 
-    def _candidates(
-        self, encoded: list[dict]
-    ) -> tuple[list[list[Prediction]], list[Prediction], float]:
-        """Per item, its n-best spans over all its windows (best first) and its "no
-        answer" (the lowest null score of its windows); the summed window loss."""
-        # (item, its window's index among the item's, window)
-        windows = [
-            (i, n, w) for i, item in enumerate(encoded) for n, w in enumerate(item["windows"])
-        ]
-        order = sorted(range(len(windows)), key=lambda k: len(windows[k][2]["token_ids"]))
-        # Per item: (-score, window, first piece, last piece, probability): sorted, the
-        # ranking of the SavedModel (best score; on a tie the earliest window, start, end).
-        spans: list[list[tuple[float, int, int, int, float]]] = [[] for _ in encoded]
-        # Per item: (null score, window, probability): the lowest, the earliest on a tie.
-        nulls: list[tuple[float, int, float]] = [(np.inf, 0, 0.0) for _ in encoded]
+    def _answers(self, encoded: list[dict]) -> tuple[dict, float]:
+        """`best_answers` of every item (its `n_best_size` best spans over all its
+        windows, its "no answer" and their margin), by the SavedModel's decoding;
+        the summed window loss."""
+        windows = [w for item in encoded for w in item["windows"]]
+        order = sorted(range(len(windows)), key=lambda k: len(windows[k]["token_ids"]))
+        # Each window's `best_spans`, in window order (batches go by length).
+        found: list[dict] = [{}] * len(windows)
         loss = 0.0
-        size = self.eval_batch_size
+        size, k = self.eval_batch_size, self.n_best_size
         for begin in range(0, len(order), size):
             batch = order[begin : begin + size]
-            rows = [windows[k][2] for k in batch]
+            rows = [windows[w] for w in batch]
             features, labels = next(span_qa_batches(rows, len(rows)))
             logits = self.logits(features)[:, : features["token_ids"].shape[1]]
             loss += float(self.loss_sums(logits, tf.constant(labels))[0])
@@ -142,49 +150,54 @@ class SpanQATrainer(FineTuningTrainer):
                 tf.constant([w["context_offset"] for w in rows], tf.int32),
                 tf.constant([w["window_length"] for w in rows], tf.int32),
             )
-            found = {
-                key: value.numpy()
-                for key, value in best_spans(
-                    logits, mask, self.max_answer_length, self.n_best_size
-                ).items()
+            spans = {
+                key: v.numpy()
+                for key, v in best_spans(logits, mask, self.max_answer_length, k).items()
             }
-            for row, k in enumerate(batch):
-                item, number, window = windows[k]
-                shift = window["window_start"] - window["context_offset"]
-                for score, probability, first, last in zip(
-                    found["score"][row],
-                    found["probability"][row],
-                    found["start"][row],
-                    found["end"][row],
-                    strict=True,
-                ):
-                    if np.isfinite(score):
-                        spans[item].append(
-                            (-float(score), number, first + shift, last + shift, float(probability))
-                        )
-                null = (
-                    float(found["null_score"][row]),
-                    number,
-                    float(found["null_probability"][row]),
-                )
-                nulls[item] = min(nulls[item], null)
-        candidates = []
-        for item, found_spans in zip(encoded, spans, strict=True):
-            seen, ranked = set(), []
-            for negative, _, first, last, probability in sorted(found_spans):
-                start = int(item["word_starts"][first])
-                end = int(item["word_ends"][last])
-                if (start, end) in seen:  # the same words from two windows or pieces
-                    continue
-                seen.add((start, end))
-                ranked.append(
-                    Prediction(item["context"][start:end], start, end, -negative, probability)
-                )
-                if len(ranked) == self.n_best_size:
-                    break
-            candidates.append(ranked)
-        no_answers = [Prediction("", -1, -1, score, p) for score, _, p in nulls]
-        return candidates, no_answers, loss
+            for row, w in enumerate(batch):
+                found[w] = {key: value[row] for key, value in spans.items()}
+
+        def stacked(key: str) -> tf.Tensor:
+            values = [f[key] for f in found]
+            if values[0].ndim:  # a short window has fewer than k spans: pad with none (−inf)
+                fill = -np.inf if key == "score" else 0
+                values = [np.pad(v, (0, k - len(v)), constant_values=fill) for v in values]
+            return tf.constant(np.stack(values))
+
+        def ragged(key: str) -> tf.RaggedTensor:
+            return tf.RaggedTensor.from_row_lengths(
+                np.concatenate([item[key] for item in encoded]),
+                [len(item[key]) for item in encoded],
+            )
+
+        spans = {key: stacked(key) for key in found[0]}
+        info = {
+            "window_example": [i for i, item in enumerate(encoded) for _ in item["windows"]],
+            "window_start": [w["window_start"] for w in windows],
+            "context_offset": [w["context_offset"] for w in windows],
+        }
+        answers = best_answers(
+            spans,
+            {key: tf.constant(values, tf.int32) for key, values in info.items()},
+            ragged("word_starts"),
+            ragged("word_ends"),
+            k,
+        )
+        return answers, loss
+
+    def _candidates(self, encoded: list[dict], answers: dict) -> list[list[Prediction]]:
+        """Per item, its n-best answers (best first) from `best_answers`."""
+        lists = zip(
+            *(answers[key].to_list() for key in ("starts", "ends", "scores", "probabilities")),
+            strict=True,
+        )
+        return [
+            [
+                Prediction(item["context"][start:end], start, end, score, probability)
+                for start, end, score, probability in zip(*found, strict=True)
+            ]
+            for item, found in zip(encoded, lists, strict=True)
+        ]
 
     def predict(self, data, no_answer_threshold: float | None = None) -> list[list[Prediction]]:
         """Each question's n-best answers, best first; the first is the answer, or ""
@@ -194,11 +207,17 @@ class SpanQATrainer(FineTuningTrainer):
         threshold = (
             no_answer_threshold if no_answer_threshold is not None else self.no_answer_threshold
         )
-        candidates, nulls, _ = self._candidates(encoded)
+        if not encoded:
+            return []
+        answers, _ = self._answers(encoded)
+        answered = choose(answers, threshold)["answered"].numpy()
+        nulls = zip(answers["null_score"].numpy(), answers["null_probability"].numpy(), strict=True)
         out = []
-        for ranked, null in zip(candidates, nulls, strict=True):
-            chosen = choose_answer(ranked, null, threshold)
-            out.append([chosen] + [c for c in ranked if c is not chosen])
+        for ranked, yes, (score, probability) in zip(
+            self._candidates(encoded, answers), answered, nulls, strict=True
+        ):
+            null = Prediction("", -1, -1, float(score), float(probability))
+            out.append(ranked if yes else [null, *ranked])
         return out
 
     def evaluate(self, data) -> dict:
@@ -213,18 +232,17 @@ class SpanQATrainer(FineTuningTrainer):
                 "evaluate() needs answered questions: a file without answers is read as "
                 "unlabelled (predict() answers it)"
             )
-        candidates, nulls, loss = self._candidates(encoded)
+        answers, loss = self._answers(encoded)
+        candidates = self._candidates(encoded, answers)
         golds = [item["answers"] for item in encoded]
         impossible = any(g == [""] for g in golds)
         if self._fitting and self.choose_threshold and impossible:
-            margins = [margin(c, n) for c, n in zip(candidates, nulls, strict=True)]
+            margins = [float(m) for m in answers["margin"].numpy()]
             best = [c[0].text if c else "" for c in candidates]
             threshold, _ = best_no_answer_threshold(golds, best, margins)
             self.no_answer_threshold = max(threshold, NEVER_ANSWER)  # JSON has no -inf
-        chosen = [
-            choose_answer(c, n, self.no_answer_threshold).text
-            for c, n in zip(candidates, nulls, strict=True)
-        ]
+        answered = choose(answers, self.no_answer_threshold)["answered"].numpy()
+        chosen = [c[0].text if yes else "" for c, yes in zip(candidates, answered, strict=True)]
         scores = squad_scores(golds, chosen)
         windows = sum(len(item["windows"]) for item in encoded)
         scores |= {"loss": loss / max(windows, 1)}

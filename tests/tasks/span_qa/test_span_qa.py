@@ -303,7 +303,7 @@ def test_reader_trains_with_xla(tokenizer, tmp_path):
 def test_ties_break_alike_in_the_trainer_and_the_saved_model(tokenizer, tmp_path):
     # A head of zeros scores every span and every window the same: both must pick the
     # earliest window, then the earliest start and end, and the same "no answer".
-    from albert_tf.tasks.span_qa.data import Windowing
+    from albert_tf.tasks.span_qa.preprocessing import Windowing
     from albert_tf.tasks.span_qa.serving import SpanQAServingModule
 
     model = _model(tokenizer)

@@ -12,14 +12,8 @@ import pytest
 import tensorflow as tf
 from helpers.paths import SHARED_DATA
 
-from albert_tf.tasks.span_qa.data import (
-    Answer,
-    QAExample,
-    Windowing,
-    encode_span_qa,
-    pack_qa,
-    read_span_qa,
-)
+from albert_tf.tasks.span_qa.data import Answer, QAExample, read_span_qa
+from albert_tf.tasks.span_qa.preprocessing import Windowing, encode_span_qa, pack_qa
 from albert_tf.tokenizers import load_tokenizer
 
 PICO = SHARED_DATA / "qa" / "en_pico_population.jsonl.gz"

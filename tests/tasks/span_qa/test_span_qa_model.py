@@ -18,8 +18,8 @@ from helpers.testing_utils import random_batch
 from albert_tf.checkpoints.convert import convert
 from albert_tf.checkpoints.hf_export import export_hf
 from albert_tf.checkpoints.saved_format import load_task_model
-from albert_tf.tasks.span_qa.data import Windowing, best_spans, context_mask, pack_qa
 from albert_tf.tasks.span_qa.model import AlbertSpanQA
+from albert_tf.tasks.span_qa.preprocessing import Windowing, pack_qa
 from albert_tf.tasks.span_qa.serving import SpanQAServingModule
 from albert_tf.tokenizers import load_tokenizer
 
@@ -61,38 +61,6 @@ def test_span_logits_parity_both_ways(tmp_path):
         again = back(**torch_inputs(batch))
     again = np.stack([again.start_logits.numpy(), again.end_logits.numpy()], -1)
     assert_normwise_close(again, ours, rtol=budget, what="span logits to HF")
-
-
-def _brute_force(start: np.ndarray, end: np.ndarray, allowed: np.ndarray, longest: int):
-    """The best (score, first, last) by trying every pair: the reference for `best_spans`."""
-    best = (-np.inf, -1, -1)
-    for i in np.flatnonzero(allowed):
-        for j in np.flatnonzero(allowed):
-            if i <= j < i + longest and start[i] + end[j] > best[0]:
-                best = (start[i] + end[j], i, j)
-    return best
-
-
-def test_best_spans_equal_trying_every_pair():
-    rng = np.random.RandomState(0)
-    logits = rng.normal(size=(6, 20, 2)).astype("float32")
-    offsets = np.array([3, 5, 2, 7, 4, 19])
-    lengths = np.array([10, 14, 1, 12, 0, 0])
-    mask = context_mask(20, tf.constant(offsets), tf.constant(lengths)).numpy()
-    found = best_spans(tf.constant(logits), tf.constant(mask), 4, 3)
-    for w in range(6):
-        allowed = np.zeros(20, bool)
-        allowed[offsets[w] : offsets[w] + lengths[w]] = True
-        assert (mask[w] == allowed).all()
-        score, first, last = _brute_force(logits[w, :, 0], logits[w, :, 1], allowed, 4)
-        if first < 0:
-            assert not np.isfinite(found["score"][w, 0])
-            continue
-        assert (found["start"][w, 0], found["end"][w, 0]) == (first, last)
-        np.testing.assert_allclose(found["score"][w, 0], score, rtol=1e-6)
-        ranked = found["score"][w].numpy()
-        assert (ranked[:-1] >= ranked[1:]).all()  # best first
-    np.testing.assert_allclose(found["null_score"], logits[:, 0, 0] + logits[:, 0, 1], rtol=1e-6)
 
 
 CONTEXTS = [
