@@ -1,19 +1,20 @@
-"""Token tagging (named entities) data: reading, with entities as character spans.
+"""Tagging (named entities) data: the readers, files of any format → `TaggingExample` items.
 
-An example is a text and its entities, each a `Entity` span of character
+An item is a text and its entities, each an `Entity` span of character
 offsets (code points, end exclusive) and a label. Formats, detected per file
 (gzip or not) from the first non-blank line, then the file name:
 
 * **JSON Lines** (the first line starts with ``{``), told apart row by row:
-  ours (``/work/shared/data/tagging``): ``{"id", "lang", "source", "text",
-  "entities": [{"start", "end", "label", "text"?}]}``, an entity's ``"text"``
-  checked against ``text[start:end]``; CLUENER2020: ``{"id"?, "text", "label":
-  {type: {surface: [[start, end], ...]}}}``, its ends *inclusive* (made
-  exclusive here) and every surface checked;
+  ours (the repository's shared tagging data, see docs/finetuning.md): ``{"id",
+  "lang", "source", "text", "entities": [{"start", "end", "label", "text"?}]}``, an
+  entity's ``"text"`` checked against ``text[start:end]``; CLUENER2020: ``{"id"?,
+  "text", "label": {type: {surface: [[start, end], ...]}}}``, its ends *inclusive*
+  (made exclusive here) and every surface checked;
 * **CoNLL columns** (a ``.conll``, ``.bio``, ``.iob``, ``.tsv`` or ``.txt``
   name, or a first line that is ``-DOCSTART-`` or ends in a tag): one token a
   line, whitespace-separated columns, the first the token and the last its tag
-  (BIO, IOB1 or BIOES, chunked by `bio_chunks`); a blank line ends a sentence,
+  (BIO, IOB1 or BIOES, chunked as conlleval does:
+  `albert_tf.tasks.tagging.decoding.chunks_batch`); a blank line ends a sentence,
   ``-DOCSTART-`` lines are ignored. The text is the tokens joined by ``" "``,
   or by ``""`` between two single CJK characters, and everywhere in a file whose
   tokens are all single characters (Chinese per-character files such as People's
@@ -36,8 +37,8 @@ Example:
     >>> [(e.id, e.text, [(s.start, s.end, s.label) for s in e.entities]) for e in examples]
     [('train.conll:3', 'EU rejects German call', [(0, 2, 'ORG'), (11, 17, 'MISC')]), \
 ('train.conll:8', '中国人', [(0, 2, 'LOC')])]
-    >>> dict(skipped), tag_names(["ORG", "LOC"])
-    ({'bad_tag': 1}, ['O', 'B-LOC', 'I-LOC', 'B-ORG', 'I-ORG'])
+    >>> dict(skipped)
+    {'bad_tag': 1}
 """
 
 from __future__ import annotations
@@ -50,13 +51,14 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
-import tensorflow as tf
-
-from albert_tf.data.batching import bucketed_batches, padded
 from albert_tf.data.chinese_wwm import is_cjk_char
 from albert_tf.data.corpus import open_binary
 from albert_tf.data.inputs import DATA_SUFFIXES, resolve_inputs
+
+# check_tag_names and tag_names also here: task.py imports them with the readers.
+from albert_tf.tasks.tagging.decoding import check_tag_names as check_tag_names
+from albert_tf.tasks.tagging.decoding import chunks_batch
+from albert_tf.tasks.tagging.decoding import tag_names as tag_names
 
 #: Why `read_tagging` skips a row (the keys of its ``skipped`` counter).
 SKIP_REASONS = (
@@ -98,57 +100,6 @@ class TaggingExample:
     entities: tuple[Entity, ...]
     lang: str = ""
     labelled: bool = True  # False: its source had no annotation (a test file)
-
-
-def tag_names(labels: Iterable[str]) -> list[str]:
-    """The BIO tags of entity labels: ``O``, then ``B-`` and ``I-`` of each, sorted.
-
-    >>> tag_names(["PER", "LOC", "PER"])
-    ['O', 'B-LOC', 'I-LOC', 'B-PER', 'I-PER']
-    """
-    return ["O"] + [f"{prefix}-{label}" for label in sorted(set(labels)) for prefix in "BI"]
-
-
-def _chunk_ends(prev: str, prefix: str, prev_type: str, kind: str) -> bool:
-    return (
-        prev in ("E", "S")
-        or (prev in ("B", "I") and prefix in ("B", "S", "O"))
-        or (prev not in ("O", ".") and prev_type != kind)
-    )
-
-
-def _chunk_starts(prev: str, prefix: str, prev_type: str, kind: str) -> bool:
-    return (
-        prefix in ("B", "S")
-        or (prev in ("E", "S", "O") and prefix in ("E", "I"))
-        or (prefix not in ("O", ".") and prev_type != kind)
-    )
-
-
-def bio_chunks(tags: Sequence[str]) -> list[tuple[str, int, int]]:
-    """``(type, first index, last index)`` of each chunk, the last *inclusive*.
-
-    conlleval's chunking, as seqeval's default (not strict) ``get_entities``
-    does it, rule for rule: a chunk starts at ``B-X`` or ``S-X``, at ``I-X`` or
-    ``E-X`` after an ``O``, an ``E-`` or an ``S-``, and at any tag whose type
-    differs from the previous one; it ends before a tag that starts one, an
-    ``O``, or a change of type, and after ``E-X`` or ``S-X``. So BIO, IOB1
-    (``I-X`` after ``O`` begins an entity) and BIOES all read, and ill-formed
-    sequences read as conlleval reads them.
-
-    >>> bio_chunks(["B-PER", "I-PER", "O", "I-LOC", "B-LOC", "I-ORG", "S-ORG"])
-    [('PER', 0, 1), ('LOC', 3, 3), ('LOC', 4, 4), ('ORG', 5, 5), ('ORG', 6, 6)]
-    """
-    chunks = []
-    prev, prev_type, begin = "O", "", 0
-    for i, tag in enumerate([*tags, "O"]):
-        prefix, kind = tag[:1], tag[1:].split("-", 1)[-1] or "_"
-        if _chunk_ends(prev, prefix, prev_type, kind):
-            chunks.append((prev_type, begin, i - 1))
-        if _chunk_starts(prev, prefix, prev_type, kind):
-            begin = i
-        prev, prev_type = prefix, kind
-    return chunks
 
 
 # -- reading -----------------------------------------------------------------
@@ -292,19 +243,23 @@ def _conll_rows(path: str) -> Iterator[_Result]:
     rows = [fields for sentence in sentences for _, fields in sentence]
     labelled = any(len(f) > 1 and _TAG.fullmatch(f[-1]) for f in rows)
     single_characters = all(len(f[0]) == 1 for f in rows)
-    for sentence in sentences:
-        if labelled and not all(len(f) > 1 and _TAG.fullmatch(f[-1]) for _, f in sentence):
+    good = [
+        not labelled or all(len(f) > 1 and _TAG.fullmatch(f[-1]) for _, f in sentence)
+        for sentence in sentences
+    ]
+    # Every tagged sentence of the file chunked at once: one call of the decoder.
+    tagged = [i for i, ok in enumerate(good) if ok] if labelled else []
+    found = chunks_batch([[fields[-1] for _, fields in sentences[i]] for i in tagged])
+    sentence_chunks = dict(zip(tagged, found, strict=True))
+    for i, sentence in enumerate(sentences):
+        if not good[i]:
             yield "bad_tag", None
             continue
         tokens = [fields[0] for _, fields in sentence]
         text, starts = _joined(tokens, single_characters)
-        entities = (
-            tuple(
-                Entity(starts[first], starts[last] + len(tokens[last]), kind)
-                for kind, first, last in bio_chunks([fields[-1] for _, fields in sentence])
-            )
-            if labelled
-            else ()
+        entities = tuple(
+            Entity(starts[first], starts[last] + len(tokens[last]), kind)
+            for kind, first, last in sentence_chunks.get(i, ())
         )
         lang = "zh" if any(map(is_cjk_char, text)) else ""
         yield None, TaggingExample(f"{name}:{sentence[0][0]}", text, entities, lang, labelled)
@@ -373,333 +328,3 @@ def read_tagging(files: Sequence[str]) -> tuple[list[TaggingExample], collection
         examples += file_examples
         skipped.update(file_skipped)
     return examples, skipped
-
-
-# -- packing for the model ---------------------------------------------------
-
-
-#: The label of a piece that is not scored: [CLS], [SEP], padding and the
-#: pieces after a word's first.
-IGNORED = -1
-#: Items packed per tokenizer call when encoding for training.
-_ENCODE_CHUNK = 256
-#: Windows sorted by length inside groups of this many batches when shuffling.
-BUCKET_BATCHES = 16
-
-
-def pack_tagging(texts: tf.Tensor, tokenizer, max_seq_length: int) -> dict[str, tf.Tensor]:
-    """Raw text → model inputs in windows, and where every piece came from; in-graph.
-
-    A text longer than ``max_seq_length - 2`` pieces is cut into consecutive
-    windows of that many pieces, each packed as ``[CLS] window [SEP]``; the
-    windows of all texts are the model's batch. Their pieces, in window order,
-    are the texts' pieces in order, so per-piece outputs map straight back.
-
-    Args:
-        texts: tf.string [B].
-        tokenizer: a tokenizer with ``tokenize_with_offsets`` (`check_tokenizer`).
-        max_seq_length: longest packed window, [CLS] and [SEP] included (≥ 3).
-
-    Returns:
-        ``token_ids``, ``segment_ids``, ``padding_mask``: int32 [windows, S];
-        ``window_text``: int32 [windows], the text each window comes from;
-        ``piece_ids``, ``piece_starts``, ``piece_ends``: int32 ragged [B, (pieces)],
-        each piece's id and its characters' span in its text (end exclusive);
-        ``word_starts``: bool ragged [B, (pieces)], whether a piece begins a word
-        (only those are tagged; a text's first piece always does).
-    """
-    if max_seq_length < 3:
-        raise ValueError(
-            f"max_seq_length must be at least 3 ([CLS] text [SEP]), got {max_seq_length}"
-        )
-    check_tokenizer(tokenizer)
-    width = max_seq_length - 2
-    ids, starts, ends = tokenizer.tokenize_with_offsets(tf.convert_to_tensor(texts, tf.string))
-    lengths = tf.cast(ids.row_lengths(), tf.int32)
-    windows_per_text = (lengths + width - 1) // width
-    first_window = tf.cumsum(windows_per_text, exclusive=True)
-    position = tf.ragged.range(lengths).flat_values
-    window_of_piece = tf.gather(first_window, tf.cast(ids.value_rowids(), tf.int32)) + (
-        position // width
-    )
-    num_windows = tf.reduce_sum(windows_per_text)
-    windows = tf.RaggedTensor.from_value_rowids(
-        ids.flat_values, tf.cast(window_of_piece, tf.int64), nrows=tf.cast(num_windows, tf.int64)
-    )
-    column = tf.ones([num_windows, 1], tf.int32)
-    packed = tf.concat(
-        [
-            tf.RaggedTensor.from_tensor(column * tokenizer.cls_id),
-            windows,
-            tf.RaggedTensor.from_tensor(column * tokenizer.sep_id),
-        ],
-        axis=1,
-    )
-    token_ids = packed.to_tensor(default_value=tokenizer.pad_id)
-    return {
-        "token_ids": token_ids,
-        "segment_ids": tf.zeros_like(token_ids),
-        "padding_mask": tf.sequence_mask(packed.row_lengths(), tf.shape(token_ids)[1], tf.int32),
-        "window_text": tf.repeat(tf.range(tf.size(lengths)), windows_per_text),
-        "piece_ids": ids,
-        "piece_starts": starts,
-        "piece_ends": ends,
-        "word_starts": tokenizer.word_starts(ids),
-    }
-
-
-def check_tokenizer(tokenizer, task: str = "tagging") -> None:
-    """Refuses a tokenizer that cannot give character offsets (a ValueError that names
-    ``task`` and says which can): a cased WordPiece vocabulary."""
-    if not getattr(tokenizer, "has_offsets", False):
-        kind = getattr(tokenizer, "kind", type(tokenizer).__name__)
-        cased = " (cased)" if hasattr(tokenizer, "tokenize_with_offsets") else ""
-        raise ValueError(
-            f"{task} needs each piece's characters, which a {kind}{cased} tokenizer does "
-            "not give: use a SentencePiece model or an uncased WordPiece vocabulary "
-            "(Chinese ALBERT/BERT vocabularies, uncased English BERT ones)"
-        )
-
-
-def piece_tags(
-    starts: np.ndarray,
-    word_starts: np.ndarray,
-    word_bounds: tuple[np.ndarray, np.ndarray],
-    entities: Sequence[Entity],
-    tag_index: dict[str, int],
-    text_length: int,
-) -> tuple[np.ndarray, int]:
-    """BIO tag ids of a text's pieces: the first piece of each word gets the tag of
-    the entity its first character lies in (``B-`` for the entity's first word),
-    other pieces `IGNORED`. ``word_bounds``: the words' first characters and ends
-    (`word_spans`). An entity whose start or end falls inside a word cannot be
-    tagged (no tag sequence decodes to it): its words are `IGNORED` too, and the
-    second value returned counts such entities.
-
-    >>> tags, lost = piece_tags(np.array([0, 1, 2, 3]), np.array([True] * 4),
-    ...     (np.array([0, 1, 2, 3]), np.array([1, 2, 3, 4])), [Entity(1, 3, "PER")],
-    ...     {"O": 0, "B-PER": 1, "I-PER": 2}, 4)
-    >>> tags.tolist(), lost
-    ([0, 1, 2, 0], 0)
-    >>> tags, lost = piece_tags(np.array([0, 2]), np.array([True, False]),
-    ...     (np.array([0]), np.array([4])), [Entity(0, 3, "PER")],
-    ...     {"O": 0, "B-PER": 1, "I-PER": 2}, 4)
-    >>> tags.tolist(), lost
-    ([-1, -1], 1)
-    """
-    starts_set, ends_set = (set(bounds.tolist()) for bounds in word_bounds)
-    owner = np.full(text_length + 1, -1)
-    lost = 0
-    for index, entity in enumerate(entities):
-        aligned = entity.start in starts_set and entity.end in ends_set
-        owner[entity.start : entity.end] = index if aligned else -2
-        lost += not aligned
-    tags = np.full(len(starts), IGNORED, np.int32)
-    tagged: set[int] = set()
-    for i in np.flatnonzero(word_starts):
-        entity = owner[starts[i]]
-        if entity == -2:
-            continue  # inside an entity no word boundary matches: not scored
-        if entity < 0:
-            tags[i] = tag_index["O"]
-            continue
-        prefix = "I" if entity in tagged else "B"
-        tags[i] = tag_index[f"{prefix}-{entities[entity].label}"]
-        tagged.add(entity)
-    return tags, lost
-
-
-def word_spans(
-    starts: np.ndarray, ends: np.ndarray, word_starts: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The pieces that start words, and each word's characters (start, end exclusive).
-
-    >>> word_spans(np.array([0, 2, 5]), np.array([2, 4, 6]), np.array([True, False, True]))
-    (array([0, 2]), array([0, 5]), array([4, 6]))
-    """
-    first = np.flatnonzero(word_starts)
-    last = np.append(first[1:] - 1, len(starts) - 1)[: len(first)]  # no words: none
-    return first, starts[first], ends[last]
-
-
-def decode_entities(
-    word_tags: Sequence[str],
-    word_start_chars: np.ndarray,
-    word_end_chars: np.ndarray,
-    with_words: bool = False,
-) -> list:
-    """Entities (character spans) from the tags of a text's words (`bio_chunks`);
-    ``with_words``: ``(entity, (first_word, last_word))`` pairs.
-
-    >>> decode_entities(["B-PER", "I-PER", "O", "I-LOC"], np.array([0, 1, 2, 4]),
-    ...                 np.array([1, 2, 3, 6]))
-    [Entity(start=0, end=2, label='PER'), Entity(start=4, end=6, label='LOC')]
-    """
-    found = [
-        (Entity(int(word_start_chars[first]), int(word_end_chars[last]), label), (first, last))
-        for label, first, last in bio_chunks(list(word_tags))
-    ]
-    return found if with_words else [entity for entity, _ in found]
-
-
-@dataclasses.dataclass(frozen=True)
-class TagScheme:
-    """How a tagger's outputs decode, whatever their order and scheme (BIO, IOB1,
-    BIOES): the entity types, and per tag its type's index (-1 for ``O``), whether
-    it opens an entity (``B-``, ``S-``) and whether an entity ends with it (``E-``,
-    ``S-``). The in-graph decoding of `TaggerServingModule` reads these; they give
-    `bio_chunks`' chunks (conlleval's rules).
-
-    >>> scheme = tag_scheme(["B-PER", "O", "E-PER", "S-LOC", "I-PER"])
-    >>> scheme.types, scheme.type_of
-    (['PER', 'LOC'], [0, -1, 0, 1, 0])
-    >>> scheme.opens, scheme.closes
-    ([True, False, False, True, False], [False, False, True, True, False])
-    """
-
-    types: list[str]
-    type_of: list[int]
-    opens: list[bool]
-    closes: list[bool]
-
-
-def tag_scheme(tag_names: Sequence[str]) -> TagScheme:
-    """The `TagScheme` of a tagger's tags.
-
-    Raises:
-      ValueError: a tag is neither ``O`` nor ``B-X``/``I-X``/``E-X``/``S-X``, a tag
-        repeats, or there is no ``O``.
-    """
-    names = list(tag_names)
-    bad = [n for n in names if n != "O" and not (n[:2] in ("B-", "I-", "E-", "S-") and n[2:])]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if bad or repeated or "O" not in names:
-        problem = (
-            f"tags {bad} are not 'O' or 'B-X', 'I-X', 'E-X', 'S-X'"
-            if bad
-            else f"tags {repeated} repeat"
-            if repeated
-            else "there is no 'O' tag"
-        )
-        raise ValueError(
-            f"{problem}: a tagger's tags are 'O' and BIO or BIOES tags of entity types, "
-            f"as tag_names() makes them; got {names}"
-        )
-    types = list(dict.fromkeys(n[2:] for n in names if n != "O"))
-    return TagScheme(
-        types=types,
-        type_of=[-1 if n == "O" else types.index(n[2:]) for n in names],
-        opens=[n[:1] in ("B", "S") for n in names],
-        closes=[n[:1] in ("E", "S") for n in names],
-    )
-
-
-def check_tag_names(tag_names: Sequence[str]) -> None:
-    """Refuses tags a tagger cannot decode (`tag_scheme`).
-
-    >>> check_tag_names(["O", "B-PER", "I-PER"])
-    >>> check_tag_names(["PER", "O"])  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: tags ['PER'] are not 'O' or 'B-X', 'I-X', 'E-X', 'S-X': ...
-    """
-    tag_scheme(tag_names)
-
-
-def encode_tagging(
-    items: Sequence[TaggingExample],
-    tokenizer,
-    max_seq_length: int,
-    tag_names: Sequence[str],
-) -> list[dict]:
-    """Packs every item once: its windows with their tags, and its pieces' spans.
-
-    Returns one dict per item: ``windows``, a list of dicts of 1-D int32
-    ``token_ids``, ``segment_ids``, ``padding_mask`` and ``tags`` (`IGNORED`
-    where not scored) of the window's own length; ``word_pieces`` (the pieces
-    that start words), ``word_start_chars`` and ``word_end_chars`` (`word_spans`);
-    ``entities``, the gold spans as ``(start, end, label)`` tuples; ``lost``, the
-    entities with a boundary inside a word (`piece_tags`); ``labelled``.
-    """
-    tag_index = {name: i for i, name in enumerate(tag_names)}
-    labels = {e.label for item in items for e in item.entities}
-    unknown = labels - {n[2:] for n in tag_names}
-    if unknown:
-        raise ValueError(
-            f"entity labels {sorted(unknown)} are not among the model's tags {list(tag_names)}"
-        )
-    # Training writes BIO tags (`piece_tags`); a BIOES or IOB1 tagger lacks some.
-    missing = sorted(
-        f"{p}-{label}" for label in labels for p in "BI" if f"{p}-{label}" not in tag_index
-    )
-    if missing:
-        raise ValueError(
-            f"training writes BIO tags, and the model has no {missing}: fine-tune from a "
-            "tagger with B- and I- tags for each entity type, or from an encoder"
-        )
-    width = max_seq_length - 2
-    encoded: list[dict] = []
-    for begin in range(0, len(items), _ENCODE_CHUNK):
-        chunk = items[begin : begin + _ENCODE_CHUNK]
-        packed = pack_tagging(tf.constant([item.text for item in chunk]), tokenizer, max_seq_length)
-        arrays = {k: packed[k].numpy() for k in ("token_ids", "segment_ids", "padding_mask")}
-        lengths = arrays["padding_mask"].sum(-1)
-        window_text = packed["window_text"].numpy()
-        starts, ends = packed["piece_starts"].to_list(), packed["piece_ends"].to_list()
-        word_starts = packed["word_starts"].to_list()
-        for row, item in enumerate(chunk):
-            piece_starts = np.array(starts[row], np.int32)
-            is_word = np.array(word_starts[row], bool)
-            first, word_start_chars, word_end_chars = word_spans(
-                piece_starts, np.array(ends[row], np.int32), is_word
-            )
-            tags, lost = piece_tags(
-                piece_starts,
-                is_word,
-                (word_start_chars, word_end_chars),
-                item.entities,
-                tag_index,
-                len(item.text),
-            )
-            windows = []
-            for k, w in enumerate(np.flatnonzero(window_text == row)):
-                n = lengths[w]
-                window = {key: value[w, :n] for key, value in arrays.items()}
-                window["tags"] = np.concatenate(
-                    [[IGNORED], tags[k * width : k * width + n - 2], [IGNORED]]
-                ).astype(np.int32)
-                windows.append(window)
-            encoded.append(
-                {
-                    "windows": windows,
-                    "word_pieces": first,
-                    "word_start_chars": word_start_chars,
-                    "word_end_chars": word_end_chars,
-                    "entities": {(e.start, e.end, e.label) for e in item.entities},
-                    "lost": lost,
-                    "labelled": item.labelled,
-                }
-            )
-    return encoded
-
-
-def tagging_batches(
-    windows: Sequence[dict[str, np.ndarray]], batch_size: int, shuffle: bool = False, seed: int = 0
-) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
-    """One pass over ``windows`` in batches padded to their own longest window;
-    labels int32 [batch, length] (`IGNORED` in the padding).
-
-    With ``shuffle``, windows are shuffled, sorted by length inside groups of
-    `BUCKET_BATCHES` batches, and the batches shuffled again, all from ``seed``.
-    """
-    batches = bucketed_batches(
-        [len(w["token_ids"]) for w in windows],
-        batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        bucket_batches=BUCKET_BATCHES,
-    )
-    for batch in batches:
-        rows = [windows[i] for i in batch]
-        features = {key: padded(rows, key) for key in ("token_ids", "segment_ids", "padding_mask")}
-        yield features, padded(rows, "tags", fill=IGNORED)  # a window's tags: as long as its ids

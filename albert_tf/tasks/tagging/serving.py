@@ -8,7 +8,9 @@ import tensorflow as tf
 
 from albert_tf.models.backbone import BACKBONE_INPUTS
 from albert_tf.serving.id_checks import at_most_chars, check_max_seq_length
-from albert_tf.tasks.tagging.data import check_tokenizer, pack_tagging, tag_scheme
+from albert_tf.tasks.tagging.decoding import decode_entities, tag_scheme, words
+from albert_tf.tasks.tagging.preprocessing import pack_tagging
+from albert_tf.tokenizers.offsets import check_offsets
 
 _TEXT = tf.TensorSpec([None], tf.string)
 
@@ -34,9 +36,8 @@ class TaggerServingModule(tf.Module):
 
     Each word's tag is its most probable one; with a CRF head, the best chain
     of tags over the text's words (Viterbi, windows joined). Entities are then
-    decoded as conlleval and seqeval decode tags (`tag_scheme`): an
-    entity opens at ``B-X`` or ``S-X``, or at ``I-X``/``E-X`` after ``O``, after
-    ``E-``/``S-`` or after another type. An empty batch
+    decoded as conlleval and seqeval decode tags
+    (`albert_tf.tasks.tagging.decoding`, which the trainer runs too). An empty batch
     gets empty outputs. A text past `LIMITS` fails with ``InvalidArgumentError``
     naming the limit, before tokenisation.
 
@@ -58,19 +59,13 @@ class TaggerServingModule(tf.Module):
     def __init__(self, model, tokenizer, max_seq_length: int, tag_names: Sequence[str]):
         super().__init__(name="albert_tagger")
         check_max_seq_length(model, max_seq_length)
-        check_tokenizer(tokenizer)
+        check_offsets(tokenizer, "tagging")
         if len(tag_names) != model.num_tags:
             raise ValueError(f"{len(tag_names)} tag names for {model.num_tags} tags: {tag_names}")
         self.model = model
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
-        scheme = tag_scheme(tag_names)
-        self.entity_types = tf.constant(scheme.types or [""], tf.string)
-        # Per tag: its entity type's index (-1 for O), whether it opens an entity
-        # (B-, S-) and whether an entity ends with it (E-, S-).
-        self.tag_type = tf.constant(scheme.type_of, tf.int32)
-        self.tag_begins = tf.constant(scheme.opens)
-        self.tag_closes = tf.constant(scheme.closes)
+        self.scheme = tag_scheme(tag_names)
 
     @classmethod
     def for_export(
@@ -117,72 +112,13 @@ class TaggerServingModule(tf.Module):
     ) -> dict[str, tf.Tensor]:
         """The entities of `serving_default` from tag probabilities [pieces of all
         texts, tags] and `pack_tagging`'s offsets."""
-        is_word = packed["word_starts"].flat_values
-        starts = packed["piece_starts"].flat_values
-        ends = packed["piece_ends"].flat_values
-        rows = tf.cast(packed["piece_ids"].value_rowids(), tf.int32)
-        nrows = packed["piece_ids"].nrows()
-
-        # Words: a word-start piece and the continuation pieces after it.
-        word_of_piece = tf.cumsum(tf.cast(is_word, tf.int32)) - 1
-        num_words = tf.reduce_sum(tf.cast(is_word, tf.int32))
-        word_end = tf.math.unsorted_segment_max(ends, word_of_piece, num_words)
-        first = tf.where(is_word)[:, 0]
-        word_probabilities = tf.gather(probabilities, first)
-        tag = self._word_tags(word_probabilities, tf.gather(rows, first), nrows)
-        word = {
-            "start": tf.gather(starts, first),
-            "row": tf.gather(rows, first),
-            "confidence": tf.gather(word_probabilities, tag, batch_dims=1),
-            "type": tf.gather(self.tag_type, tag),
-        }
-        # conlleval's chunks: B-X and S-X open one; so does I-X or E-X after O, E-,
-        # S-, another type or another text; any other tagged word continues the
-        # open one.
-        previous_type = tf.concat([[-1], word["type"][:-1]], 0)
-        previous_row = tf.concat([[-1], word["row"][:-1]], 0)
-        previous_closes = tf.concat([[False], tf.gather(self.tag_closes, tag)[:-1]], 0)
-        inside = word["type"] >= 0
-        opens = inside & (
-            tf.gather(self.tag_begins, tag)
-            | previous_closes
-            | (previous_type != word["type"])
-            | (previous_row != word["row"])
-        )
-        entity_of_word = tf.cumsum(tf.cast(opens, tf.int32)) - 1
-        num_entities = tf.reduce_sum(tf.cast(opens, tf.int32))
-        members = tf.where(inside)[:, 0]
-        member_entity = tf.gather(entity_of_word, members)
-
-        def per_entity(reduce, values):
-            return reduce(tf.gather(values, members), member_entity, num_entities)
-
-        heads = tf.where(opens)[:, 0]
-        entity_rows = tf.cast(tf.gather(word["row"], heads), tf.int64)
-
-        def padded(values, default):
-            ragged = tf.RaggedTensor.from_value_rowids(values, entity_rows, nrows=nrows)
-            return ragged.to_tensor(default_value=default)
-
-        return {
-            "starts": padded(per_entity(tf.math.unsorted_segment_min, word["start"]), -1),
-            "ends": padded(per_entity(tf.math.unsorted_segment_max, word_end), -1),
-            "labels": padded(tf.gather(self.entity_types, tf.gather(word["type"], heads)), ""),
-            "scores": padded(per_entity(tf.math.unsorted_segment_mean, word["confidence"]), 0.0),
-        }
-
-    def _word_tags(self, probabilities: tf.Tensor, rows: tf.Tensor, nrows) -> tf.Tensor:
-        """int32 [words of all texts]: each word's tag from its probabilities [words,
-        tags]; with a CRF head, the best chain over each text's words."""
+        found = words(probabilities, packed)
         crf = self.model.tagger_head.crf
-        if crf is None:
-            return tf.argmax(probabilities, -1, output_type=tf.int32)
-        # The smallest normal float32: a probability that underflowed to 0 stays finite.
-        scores = tf.math.log(tf.maximum(probabilities, 1.1754944e-38))
-        per_text = tf.RaggedTensor.from_value_rowids(scores, tf.cast(rows, tf.int64), nrows=nrows)
-        mask = tf.sequence_mask(per_text.row_lengths())
-        chains = crf.decode(per_text.to_tensor(), mask)
-        return tf.boolean_mask(chains, mask)
+        found = decode_entities(
+            found["probabilities"], found["starts"], found["ends"], self.scheme, crf
+        )
+        defaults = {"starts": -1, "ends": -1, "labels": "", "scores": 0.0}
+        return {key: found[key].to_tensor(default_value=value) for key, value in defaults.items()}
 
     @tf.function(input_signature=[_TEXT])
     def serving_default(self, text):

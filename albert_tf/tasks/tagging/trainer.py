@@ -14,18 +14,17 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.tasks.tagging import SPEC
-from albert_tf.tasks.tagging.data import (
-    IGNORED,
-    Entity,
-    TaggingExample,
-    check_tag_names,
-    check_tokenizer,
-    decode_entities,
-    encode_tagging,
-    tagging_batches,
-)
+from albert_tf.tasks.tagging.data import Entity, TaggingExample
+from albert_tf.tasks.tagging.decoding import decode_entities, tag_scheme
+from albert_tf.tasks.tagging.preprocessing import IGNORED, encode_tagging, tagging_batches
+from albert_tf.tokenizers.offsets import check_offsets
 from albert_tf.training.finetuning.metrics import entity_scores
 from albert_tf.training.finetuning.trainer import FineTuningTrainer
+
+
+def _ragged(rows: list[np.ndarray]) -> tf.RaggedTensor:
+    """Rows of equal trailing shape (words, or words × tags) as one ragged tensor."""
+    return tf.RaggedTensor.from_row_lengths(np.concatenate(rows), [len(row) for row in rows])
 
 
 class TaggingTrainer(FineTuningTrainer):
@@ -50,16 +49,16 @@ class TaggingTrainer(FineTuningTrainer):
     label_padding = IGNORED
 
     def __init__(self, model, tokenizer, *, tag_names: Sequence[str], **kwargs):
-        check_tokenizer(tokenizer)  # before anything is built: the offsets are a must
+        check_offsets(tokenizer, "tagging")  # before anything is built: a must
         super().__init__(model, tokenizer, **kwargs)
-        check_tag_names(tag_names)
+        self.scheme = tag_scheme(tag_names)  # refuses tags it cannot decode
         if len(tag_names) != model.num_tags:
             raise ValueError(
                 f"{len(tag_names)} tag names for a model with {model.num_tags} tags: "
                 f"{list(tag_names)}"
             )
         self.tag_names = list(tag_names)
-        self._decode = None
+        self._decode_graph = None
 
     def encode(self, items: Sequence[TaggingExample]) -> list[dict]:
         return encode_tagging(items, self.tokenizer, self.max_seq_length, self.tag_names)
@@ -114,52 +113,52 @@ class TaggingTrainer(FineTuningTrainer):
             np.concatenate(p) if p else np.zeros((0, num_tags), np.float32) for p in per_item
         ], loss
 
-    def _word_tags(self, encoded: list[dict], probabilities: list[np.ndarray]) -> list:
-        """Each item's tag per word: the most probable, or with a CRF head the best
-        chain over the whole text (Viterbi on log-probabilities, windows joined)."""
-        words = [p[item["word_pieces"]] for item, p in zip(encoded, probabilities, strict=True)]
-        crf = self.model.tagger_head.crf
-        if crf is None:
-            return [w.argmax(-1) for w in words]
-        if self._decode is None:  # one graph for every batch, not eager step by step
-            spec = tf.TensorSpec([None, None, len(self.tag_names)], tf.float32)
-            self._decode = tf.function(
-                crf.decode, input_signature=[spec, tf.TensorSpec([None, None], tf.bool)]
+    def _decode(self, encoded: list[dict], probabilities: list[np.ndarray]) -> list[dict]:
+        """Per item, its words' ``tags`` and its entities' ``starts``, ``ends``,
+        ``labels`` and ``scores``, by the SavedModel's decoding (`decode_entities`;
+        with a CRF head, Viterbi over the whole text, windows joined); one graph
+        run per `eval_batch_size` items."""
+        if self._decode_graph is None:  # one graph for every batch, not eager step by step
+            words = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
+            scores = tf.RaggedTensorSpec([None, None, len(self.tag_names)], tf.float32, 1)
+            crf = self.model.tagger_head.crf
+            self._decode_graph = tf.function(
+                lambda p, starts, ends: decode_entities(p, starts, ends, self.scheme, crf),
+                input_signature=[scores, words, words],
             )
-        chosen = []
-        for begin in range(0, len(words), self.eval_batch_size):
-            chunk = words[begin : begin + self.eval_batch_size]
-            longest = max(len(w) for w in chunk)
-            scores = np.zeros((len(chunk), longest, len(self.tag_names)), np.float32)
-            for row, w in enumerate(chunk):
-                scores[row, : len(w)] = np.log(np.maximum(w, np.finfo(np.float32).tiny))
-            lengths = np.array([len(w) for w in chunk])
-            mask = np.arange(longest)[None] < lengths[:, None]
-            best = self._decode(scores, mask).numpy()
-            chosen += [best[row, :n] for row, n in enumerate(lengths)]
-        return chosen
+        decoded = []
+        for begin in range(0, len(encoded), self.eval_batch_size):
+            items = encoded[begin : begin + self.eval_batch_size]
+            chunk = probabilities[begin : begin + self.eval_batch_size]
+            found = self._decode_graph(
+                _ragged([p[item["word_pieces"]] for item, p in zip(items, chunk, strict=True)]),
+                _ragged([item["word_start_chars"] for item in items]),
+                _ragged([item["word_end_chars"] for item in items]),
+            )
+            found = {key: value.to_list() for key, value in found.items()}
+            decoded += [
+                {key: value[row] for key, value in found.items()} for row in range(len(items))
+            ]
+        return decoded
 
-    def _entities(
-        self, item: dict, probabilities: np.ndarray, chosen: np.ndarray
-    ) -> list[tuple[Entity, float]]:
-        """An item's predicted entities (``chosen``: its words' tags), each with its
-        words' mean tag probability."""
-        words = item["word_pieces"]
-        tags = [self.tag_names[t] for t in chosen]
-        confidence = probabilities[words, chosen]
-        found = []
-        for entity, (first, last) in decode_entities(
-            tags, item["word_start_chars"], item["word_end_chars"], with_words=True
-        ):
-            found.append((entity, float(confidence[first : last + 1].mean())))
-        return found
+    def _entities(self, decoded: dict) -> list[tuple[Entity, float]]:
+        """An item's entities (`_decode`), each with its words' mean tag probability."""
+        return [
+            (Entity(start, end, label.decode()), score)
+            for start, end, label, score in zip(
+                decoded["starts"],
+                decoded["ends"],
+                decoded["labels"],
+                decoded["scores"],
+                strict=True,
+            )
+        ]
 
     def predict(self, data) -> list[list[tuple[Entity, float]]]:
         """Each item's entities and their scores (mean tag probability of their words)."""
         encoded = self._encoded(data)
         probabilities, _ = self._piece_probabilities(encoded)
-        chosen = self._word_tags(encoded, probabilities)
-        return [self._entities(*args) for args in zip(encoded, probabilities, chosen, strict=True)]
+        return [self._entities(found) for found in self._decode(encoded, probabilities)]
 
     def evaluate(self, data) -> dict:
         """Entity ``precision``, ``recall`` and ``f1`` (exact span and type), per
@@ -174,10 +173,9 @@ class TaggingTrainer(FineTuningTrainer):
                 "read as unlabelled text (predict() tags it)"
             )
         probabilities, loss = self._piece_probabilities(encoded)
-        chosen = self._word_tags(encoded, probabilities)
         predicted = [
-            {(e.start, e.end, e.label) for e, _ in self._entities(*args)}
-            for args in zip(encoded, probabilities, chosen, strict=True)
+            {(e.start, e.end, e.label) for e, _ in self._entities(found)}
+            for found in self._decode(encoded, probabilities)
         ]
         scores = entity_scores([item["entities"] for item in encoded], predicted)
         scored = sum(int((w["tags"] != IGNORED).sum()) for e in encoded for w in e["windows"])

@@ -21,16 +21,10 @@ from helpers.serving_scripts import OP_SCAN
 from helpers.testing_utils import LEARNS, tiny_config
 
 from albert_tf.serving import export_saved_model
-from albert_tf.tasks.tagging.data import (
-    IGNORED,
-    Entity,
-    TaggingExample,
-    decode_entities,
-    encode_tagging,
-    pack_tagging,
-    tag_names,
-)
+from albert_tf.tasks.tagging.data import Entity, TaggingExample
+from albert_tf.tasks.tagging.decoding import chunks, tag_names
 from albert_tf.tasks.tagging.model import AlbertTokenClassifier
+from albert_tf.tasks.tagging.preprocessing import IGNORED, encode_tagging, pack_tagging
 from albert_tf.tasks.tagging.trainer import TaggingTrainer
 from albert_tf.tokenizers import WordPieceTokenizer, load_tokenizer
 from albert_tf.training.finetuning.metrics import entity_scores
@@ -141,8 +135,9 @@ def test_sentencepiece_words_get_their_entities_tags(mc_models):
     (window,) = encoded["windows"]
     word_tags = [TAGS[t] for t in window["tags"] if t != IGNORED]
     assert word_tags[1:5] == ["B-PER", "I-PER", "I-PER", "I-PER"]
-    found = decode_entities(word_tags, encoded["word_start_chars"], encoded["word_end_chars"])
-    assert {(e.start, e.end, e.label) for e in found} == encoded["entities"]
+    starts, ends = encoded["word_start_chars"], encoded["word_end_chars"]
+    found = {(starts[first], ends[last], label) for label, first, last in chunks(word_tags)}
+    assert found == encoded["entities"]
 
 
 def test_long_texts_are_cut_into_windows_that_keep_every_piece(tokenizer):
@@ -354,12 +349,13 @@ BIOES_TAGS += ["B-LOC", "I-PER", "B-ORG", "E-LOC", "S-ORG"]
 
 
 @pytest.mark.parametrize("tags", [TAGS, BIOES_TAGS], ids=["bio", "bioes_shuffled"])
-def test_graph_decoding_equals_conlleval_chunks_on_any_tags(tokenizer, tags):
-    # The SavedModel's in-graph decoding against bio_chunks (itself equal to seqeval's
-    # chunking, tests/training/finetuning/test_entity_metrics.py) on random tags,
-    # ill-formed ones included (I- after O, a type switch, an entity running to the end
-    # of one text before a text that opens with I- of the same type; E-/S- closing one).
-    from albert_tf.tasks.tagging.data import decode_entities, word_spans
+def test_graph_decoding_equals_seqeval_chunks_on_any_tags(tokenizer, tags):
+    # The SavedModel's decoding (the trainer's too) against seqeval's chunking of the
+    # same word tags, on random tags, ill-formed ones included (I- after O, a type
+    # switch, an entity running to the end of one text before a text that opens with
+    # I- of the same type; E-/S- closing one).
+    get_entities = pytest.importorskip("seqeval.metrics.sequence_labeling").get_entities
+    from albert_tf.tasks.tagging.preprocessing import word_spans
     from albert_tf.tasks.tagging.serving import TaggerServingModule
 
     module = TaggerServingModule(
@@ -378,13 +374,15 @@ def test_graph_decoding_equals_conlleval_chunks_on_any_tags(tokenizer, tags):
         ends = packed["piece_ends"][row].numpy()
         first, word_starts, word_ends = word_spans(starts, ends, packed["word_starts"][row].numpy())
         word_tags = [tags[t] for t in chosen[offset + first]]
-        found = decode_entities(word_tags, word_starts, word_ends)
-        want = [(e.start, e.end, e.label) for e in found]
+        want = [(word_starts[a], word_ends[b], kind) for kind, a, b in get_entities(word_tags)]
         n = len(want)
         labels = [label.decode() for label in got["labels"][row][:n]]
         spans = zip(got["starts"][row][:n], got["ends"][row][:n], labels, strict=True)
         assert list(spans) == want, row
         assert (got["starts"][row][n:] == -1).all() and (got["labels"][row][n:] == b"").all()
+        scores = probabilities[offset + first, chosen[offset + first]]
+        means = [scores[a : b + 1].mean() for _, a, b in get_entities(word_tags)]
+        np.testing.assert_allclose(got["scores"][row][:n], means, rtol=1e-6)
         offset += length
     assert sum(got["starts"].ravel() >= 0) > 20  # the random tags made many entities
 
@@ -515,7 +513,7 @@ def test_crf_tagger_decodes_chains_alike_in_trainer_and_fresh_process(tokenizer,
     examples = [*items, long, *(TaggingExample(f"x{i}", t, ()) for i, t in enumerate(texts[-2:]))]
     encoded = trainer._encoded(examples)
     probabilities, _ = trainer._piece_probabilities(encoded)
-    chains = trainer._word_tags(encoded, probabilities)
+    chains = [np.array(found["tags"]) for found in trainer._decode(encoded, probabilities)]
     greedy = [p[e["word_pieces"]].argmax(-1) for e, p in zip(encoded, probabilities, strict=True)]
     assert any((c != g).any() for c, g in zip(chains, greedy, strict=True))
     for chain in chains:  # no chain breaks the transitions' rules

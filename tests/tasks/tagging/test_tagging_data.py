@@ -10,13 +10,7 @@ import json
 
 import pytest
 
-from albert_tf.tasks.tagging.data import (
-    SKIP_REASONS,
-    Entity,
-    TaggingExample,
-    read_tagging,
-    tag_names,
-)
+from albert_tf.tasks.tagging.data import SKIP_REASONS, Entity, TaggingExample, read_tagging
 
 REAL_FILE = "/work/shared/data/tagging/zh_peoples_daily_1998_ner.jsonl.gz"
 
@@ -255,12 +249,6 @@ def test_clear_errors(tmp_path):
     empty.write_text("\n\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"empty\.conll: no readable rows \(0 skipped: the file"):
         read_tagging([str(empty)])
-
-
-def test_tag_names():
-    assert tag_names([]) == ["O"]
-    assert tag_names(["PER", "LOC", "ORG", "LOC"]) == [
-        "O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]  # fmt: skip
 
 
 def test_peoples_daily_offsets_match_their_text(tmp_path):

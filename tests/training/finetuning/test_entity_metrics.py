@@ -9,7 +9,8 @@ import warnings
 
 import pytest
 
-from albert_tf.tasks.tagging.data import Entity, bio_chunks
+from albert_tf.tasks.tagging.data import Entity
+from albert_tf.tasks.tagging.decoding import chunks as bio_chunks
 from albert_tf.training.finetuning.metrics import entity_scores
 
 seqeval = pytest.importorskip("seqeval")
