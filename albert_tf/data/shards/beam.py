@@ -94,8 +94,9 @@ def read_tokenizer_files(tokenizer_dir: str) -> dict[str, bytes]:
 
 
 def _load_tokenizer(files: dict[str, bytes], directory: str) -> Tokenizer:
-    """Writes ``files`` into a local ``directory`` and loads the tokenizer
-    (`load_tokenizer` reads local paths only)."""
+    """Writes ``files`` into a local ``directory`` and loads the tokenizer from it
+    (the files travelled inside the DoFn: a worker need not reach the original
+    directory)."""
     from albert_tf.tokenizers.base import load_tokenizer
 
     for name, data in files.items():
