@@ -56,6 +56,7 @@ TASK_PARTS = {
     "trainer": "training",
     "serving": "serving",
     "task": "tasks",
+    "predict": "tasks",
     # Other files of a task folder, at the layer of what they hold.
     "next_sentence": "data",  # multiple choice's items made from running text
     "preprocessing": "data",  # texts → a task's model inputs, for training and serving
@@ -67,8 +68,8 @@ def _task_area(parts: list[str]) -> str:
     """The area of ``albert_tf.tasks...`` given the names after ``albert_tf.tasks``."""
     if not parts:
         return "task_registry"  # the registry, albert_tf/tasks/__init__.py
-    if parts in (["task"], ["run"]):
-        return "tasks"  # the base class of the tasks' task.py; run_finetuning, which wires them
+    if parts in (["task"], ["run"], ["predictions"]):
+        return "tasks"  # the tasks' base class, run_finetuning and predict_file, which wire them
     if len(parts) >= 2 and parts[1] in TASK_PARTS:
         return TASK_PARTS[parts[1]]
     return "task_registry"  # spec.py and each task's __init__ (its spec)

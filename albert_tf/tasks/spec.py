@@ -27,6 +27,7 @@ PARTS = {
     "data": "data",
     "trainer": "training",
     "serving": "serving",
+    "predict": "tasks",
     "task": "tasks",
 }
 

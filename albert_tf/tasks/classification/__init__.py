@@ -16,6 +16,7 @@ SPEC = TaskSpec(
         "model": f"{_HERE}.model:AlbertTextClassifier",
         "trainer": f"{_HERE}.trainer:ClassificationTrainer",
         "serving": f"{_HERE}.serving:TextClassifierServingModule",
+        "predict": f"{_HERE}.predict:ClassificationPredictor",
         "task": f"{_HERE}.task:ClassificationTask",
     },
     description="label a text or a text pair (sentiment, NLI), or score it (STS-B)",

@@ -17,6 +17,7 @@ SPEC = TaskSpec(
         "model": f"{_HERE}.model:AlbertMultipleChoice",
         "trainer": f"{_HERE}.trainer:MultipleChoiceTrainer",
         "serving": f"{_HERE}.serving:MultipleChoiceServingModule",
+        "predict": f"{_HERE}.predict:MultipleChoicePredictor",
         "task": f"{_HERE}.task:MultipleChoiceTask",
     },
     description="score each option of an item against its context (RACE, C3, next sentence)",

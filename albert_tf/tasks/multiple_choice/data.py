@@ -3,7 +3,8 @@
 Three input formats, detected per file from its content (gzip or not):
 
 * **JSON Lines** (``/work/shared/data/multiple_choice``): one item a line,
-  ``{"id", "lang", "source", "context", "question", "options": [...], "label": int}``;
+  ``{"id", "lang", "source", "context", "question", "options": [...], "label": int}``
+  (without ``"label"``: an item to answer, ``label=-1``);
 * **RACE**: ``{"id", "article", "questions": [...], "options": [[...], ...],
   "answers": ["A", ...]}`` per file (the official ``.txt`` files) or per line;
 * **C3**: a JSON array of ``[[context lines], [{"question", "choice": [...],
@@ -94,7 +95,9 @@ def _check_item(
     if any(not o.strip() for o in options):
         # An empty string means "absent option" to the packer and the SavedModel.
         return "empty_option", None
-    if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < len(options):
+    if label is None:  # no "label": an item to answer (a test file), label -1
+        label = -1
+    elif isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < len(options):
         return "bad_label", None
     if "\ufffd" in context + question + "".join(options):
         return "invalid_utf8", None

@@ -17,6 +17,7 @@ SPEC = TaskSpec(
         "model": f"{_HERE}.model:AlbertSpanQA",
         "trainer": f"{_HERE}.trainer:SpanQATrainer",
         "serving": f"{_HERE}.serving:SpanQAServingModule",
+        "predict": f"{_HERE}.predict:SpanQAPredictor",
         "task": f"{_HERE}.task:SpanQATask",
     },
     description="answer a question with a span of its context (SQuAD, CMRC 2018, DRCD)",

@@ -17,6 +17,7 @@ SPEC = TaskSpec(
         "model": f"{_HERE}.model:AlbertTokenClassifier",
         "trainer": f"{_HERE}.trainer:TaggingTrainer",
         "serving": f"{_HERE}.serving:TaggerServingModule",
+        "predict": f"{_HERE}.predict:TaggingPredictor",
         "task": f"{_HERE}.task:TaggingTask",
     },
     description="find named entities (people, places, organisations) as character spans",
