@@ -44,8 +44,8 @@ def classifier_models(shared_builds):
 
 @pytest.fixture(scope="session")
 def tagger_models(shared_builds):
-    """A tiny Chinese tagger with a card, built once per run (helpers/tagger_helpers.py)."""
-    from helpers.tagger_helpers import models
+    """A tiny Chinese tagger with a card, built once per run (helpers/span_task_helpers.py)."""
+    from helpers.span_task_helpers import tagger_models as models
     from helpers.testing_utils import build_lock
 
     with build_lock(shared_builds, "tagger_models"):
@@ -54,8 +54,9 @@ def tagger_models(shared_builds):
 
 @pytest.fixture(scope="session")
 def reader_models(shared_builds):
-    """A tiny Chinese span QA model with a card, built once per run (helpers/reader_helpers.py)."""
-    from helpers.reader_helpers import models
+    """A tiny Chinese span QA model with a card, built once per run
+    (helpers/span_task_helpers.py)."""
+    from helpers.span_task_helpers import reader_models as models
     from helpers.testing_utils import build_lock
 
     with build_lock(shared_builds, "reader_models"):

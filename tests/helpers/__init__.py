@@ -12,7 +12,8 @@ puts tests/ on pytest's ``pythonpath``; worker scripts run in a subprocess put t
 * `training_utils`: tiny pretraining runs (config, options, the pretrain command, ports).
 * `mc_helpers`: the tiny English and Chinese multiple-choice models, built once a session.
 * `classifier_helpers`: the tiny text classifiers of the app tests, built once a session.
-* `tagger_helpers`: the tiny Chinese tagger of the app tests, built once a session.
+* `span_task_helpers`: the tiny Chinese tagger and span QA model of the app tests, built
+  once a session.
 * `serving_scripts`: the op-registry scan that starts a fresh-process SavedModel script.
 * `hf_reference`: random Hugging Face ALBERT models to compare against (torch).
 * `app_browser`: the Streamlit app under `streamlit run`, driven by headless Chromium.
