@@ -46,7 +46,18 @@ flags.DEFINE_enum(
 flags.DEFINE_string("checkpoint", None, "Model directory to start from (albert_tf format).")
 flags.DEFINE_string("init_config", None, "Instead of --checkpoint: config JSON, random init.")
 flags.DEFINE_string("tokenizer_dir", None, "Tokenizer (default: CHECKPOINT/tokenizer).")
-flags.DEFINE_list("train_files", None, "Training data: files, globs, folders or sample:en|zh.")
+flags.DEFINE_list(
+    "train_files",
+    None,
+    "Training data: files, globs, folders, sample:en|zh, tfds:NAME[/CONFIG][:SPLIT] "
+    "(tensorflow-datasets) or a folder / .parquet file written by Hugging Face datasets.",
+)
+flags.DEFINE_string(
+    "data_dir",
+    None,
+    "Where relative --train_files/--dev_files/--test_files are found (default: the "
+    "working directory); the recipes in configs/ name their data relative to it.",
+)
 flags.DEFINE_list("dev_files", None, "Dev data (default: a split of --train_files).")
 flags.DEFINE_list("test_files", None, "Test data, scored with the best checkpoint at the end.")
 flags.DEFINE_list(

@@ -10,6 +10,7 @@ and the export. The task's own parts come from its ``task.py``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -36,6 +37,19 @@ def _split(options: FineTuningOptions, train: list, test: list) -> tuple[list, l
         return train, None, test
     train, dev, *rest = split_examples(train, list(options.split), seed=options.split_seed)
     return train, dev, (test or (rest[0] if rest else []))
+
+
+def _with_data_files(options: FineTuningOptions) -> FineTuningOptions:
+    """``options`` with its data as files the task's reader reads: relative paths
+    from ``data_dir``, public datasets (``tfds:...``, Hugging Face folders) converted
+    once and cached (`albert_tf.data.public_datasets`)."""
+    from albert_tf.data.public_datasets import dataset_files
+
+    files = {}
+    for name in ("train_files", "dev_files", "test_files"):
+        paths = options.data_paths(getattr(options, name))
+        files[name] = None if paths is None else tuple(dataset_files(paths))
+    return dataclasses.replace(options, data_dir=None, **files)
 
 
 def run_finetuning(options: FineTuningOptions) -> dict:
@@ -85,6 +99,7 @@ def run_finetuning(options: FineTuningOptions) -> dict:
     tokenizer_dir = options.tokenizer_dir or os.path.join(options.checkpoint or "", "tokenizer")
     tokenizer = load_tokenizer(tokenizer_dir)
 
+    given, options = options, _with_data_files(options)
     data = task.read(options, lambda *args: _report(task, *args))
     data.train, split_dev, data.test = _split(options, data.train, data.test or [])
     data.dev = data.dev if data.dev is not None else split_dev
@@ -147,7 +162,8 @@ def run_finetuning(options: FineTuningOptions) -> dict:
     if options.export_dir:
         from albert_tf.serving import export_saved_model
 
-        card = task.model_card(options, data, summary)
+        # The card names the data as the run was given it, not the cache's files.
+        card = task.model_card(given, data, summary)
         path = export_saved_model(result["best_dir"], options.export_dir, model_card=card)
         print(f"exported SavedModel: {path}")
     return summary

@@ -10,6 +10,7 @@ Free of TensorFlow: the command reads its defaults before ``--help``.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 
 from albert_tf.tasks import DEFAULT_TASK, TASKS, get_task
@@ -60,6 +61,10 @@ class FineTuningOptions:
     dev_files: Sequence[str] | None = None
     #: Test data, scored with the best checkpoint at the end.
     test_files: Sequence[str] | None = None
+    #: Where relative data paths are found (None: the working directory). Data may
+    #: also name a public dataset: ``tfds:NAME[/CONFIG][:SPLIT]`` or a folder that
+    #: Hugging Face ``datasets`` wrote (`albert_tf.data.public_datasets`).
+    data_dir: str | None = None
     #: train, dev, test fractions of the hash split without `dev_files`.
     split: Sequence[float] = (0.8, 0.1, 0.1)
     split_seed: int = 0
@@ -109,6 +114,21 @@ class FineTuningOptions:
         object.__setattr__(self, "split", tuple(self.split))
         if self.settings is None and self.task in TASKS:
             object.__setattr__(self, "settings", settings_class(TASKS[self.task])())
+
+    def data_paths(self, files: Sequence[str] | None) -> tuple[str, ...] | None:
+        """``files`` with relative paths taken from `data_dir` (``sample:`` and
+        ``tfds:`` names, absolute paths and bucket URLs as they are).
+
+        >>> FineTuningOptions("o", "x", data_dir="/data").data_paths(
+        ...     ["qa/dev.jsonl", "tfds:squad", "sample:en", "/abs/t.json", "gs://b/t.json"])
+        ('/data/qa/dev.jsonl', 'tfds:squad', 'sample:en', '/abs/t.json', 'gs://b/t.json')
+        """
+        if files is None or not self.data_dir:
+            return None if files is None else tuple(files)
+        return tuple(
+            f if ":" in f.split("/", 1)[0] or os.path.isabs(f) else os.path.join(self.data_dir, f)
+            for f in files
+        )
 
     def validate(self, workers: int = 1) -> None:
         """Raises ValueError for options no run can use; ``workers``: the training
