@@ -40,10 +40,20 @@ class MultipleChoiceTask(FineTuningTask):
         self, options: FineTuningOptions, report: Callable[[str, list, Any], None]
     ) -> TaskData:
         train, skipped = load_items(options.train_files, options.split_seed)
+        # An item without a label (a file to answer, read for `predict`) cannot train.
+        skipped["missing_label"] += sum(item.label < 0 for item in train)
+        train = [item for item in train if item.label >= 0]
+        skipped += collections.Counter()  # drops a zero count
         parts: dict[str, list | None] = {"dev": None, "test": None}
         for name, files in (("dev", options.dev_files), ("test", options.test_files)):
             if files:
                 items, part_skipped = load_items(files, options.split_seed)
+                if any(item.label < 0 for item in items):
+                    raise ValueError(
+                        f"--{name}_files has items without a label: scoring them would count "
+                        "every answer as wrong; give files with labels (python -m "
+                        "albert_tf.predict answers unlabelled items)"
+                    )
                 report(name, items, part_skipped)
                 parts[name] = items
         return TaskData(train, parts["dev"], parts["test"], skipped)
