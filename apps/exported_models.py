@@ -1,6 +1,7 @@
-"""Helpers both Streamlit pages use: finding exported models of one task, reading
-their metadata and model card, detecting the text's language and picking the model
-of that language. Only the standard library is imported here.
+"""What every page of the Streamlit app needs to know about the exported models: finding
+the ones of a task, reading their metadata, card and language, detecting the language
+of a text and picking the model of that language. Only the standard library is
+imported here (no Streamlit, no TensorFlow), so that these run in doctests too.
 """
 
 from __future__ import annotations
@@ -84,6 +85,14 @@ def model_task(path: Path) -> str | None:
     return model_info(path)[0].get("task")
 
 
+def model_language(path: Path) -> str | None:
+    """The language the model reads: the export metadata's ``language`` (the exporter
+    always writes one), else the card's, else None."""
+    meta, card = model_info(path)
+    language = meta.get("language") or card.get("language")
+    return language if isinstance(language, str) else None
+
+
 def _versions(name_dir: Path, tasks: Collection[str | None]) -> list[Path]:
     if not name_dir.is_dir():
         return []
@@ -117,7 +126,7 @@ def choose_model(models: dict[str, Path], choice: str, language: str) -> tuple[s
     if choice != AUTOMATIC:
         return choice, "chosen in the sidebar"
     for name, path in models.items():
-        if model_info(path)[0].get("language") == language:
+        if model_language(path) == language:
             return name, f"the text is {LANGUAGE_NAMES.get(language, language)}"
     name = next(iter(models))
     return name, f"no {LANGUAGE_NAMES.get(language, language)} model found; using the first one"

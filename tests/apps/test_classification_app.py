@@ -1,5 +1,5 @@
 """The classification page, driven by Streamlit's AppTest and by a real headless
-Chromium against `streamlit run` (skipped when chromium is not installed), with the
+Chromium against `streamlit run apps/app.py` (skipped when chromium is not installed), with the
 tiny classifiers of classifier_helpers and the multiple-choice models of mc_helpers
 in one models folder, as models/exported holds them."""
 
@@ -18,8 +18,9 @@ from helpers.app_browser import CHROMIUM, SKIP_REASON, app_in_chromium, screensh
 from helpers.paths import REPO
 
 APPS = REPO / "apps"
-PAGE = APPS / "pages" / "classification.py"
-MC_PAGE = APPS / "multiple_choice.py"
+PAGE = APPS / "task_pages" / "classification.py"
+APP = APPS / "app.py"
+MC_PAGE = APPS / "task_pages" / "multiple_choice.py"
 REVIEW = "这个手机用了一个月，电池很耐用，屏幕也清楚，推荐购买。"
 
 
@@ -197,10 +198,10 @@ def test_any_model_card_shape_is_shown_without_a_crash(
 
 @pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 def test_page_renders_the_labels_in_headless_chromium(models_dir, tmp_path):
-    # The real `streamlit run` of the app, whose sidebar lists both pages.
+    # The real `streamlit run` of the app, whose sidebar lists the four pages.
     needles = ("Label:", "Latency", "Answered by tiny_reviews_zh", "negative", "positive")
-    with app_in_chromium(MC_PAGE, models_dir, tmp_path) as page:
-        # The page's URL path is its file name under apps/pages/.
+    with app_in_chromium(APP, models_dir, tmp_path) as page:
+        # The page's URL path is its file name under apps/task_pages/.
         page.open("/classification")
         text = page.wait_for(*needles)
         screenshot = page.screenshot(screenshot_dir(tmp_path) / "classification_app_zh.png")
@@ -208,6 +209,7 @@ def test_page_renders_the_labels_in_headless_chromium(models_dir, tmp_path):
     assert "ALBERT text classification" in text, text[-2000:]
     assert all(n in text for n in needles), text[-2000:]
     assert "Held-out accuracy" in text
-    # Both pages are in the sidebar's navigation.
+    # Every page is in the sidebar's navigation.
     assert "multiple choice" in text and "classification" in text
+    assert "tagging" in text and "question answering" in text
     assert screenshot.stat().st_size > 10_000

@@ -1,5 +1,5 @@
-"""The Streamlit app, driven by Streamlit's AppTest and by a real headless
-Chromium against `streamlit run` (skipped when chromium is not installed)."""
+"""The multiple-choice page, driven by Streamlit's AppTest and by a real headless
+Chromium against `streamlit run apps/app.py` (skipped when chromium is not installed)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ import tensorflow as tf
 from helpers.app_browser import CHROMIUM, SKIP_REASON, app_in_chromium, screenshot_dir
 from helpers.paths import REPO
 
-APP = REPO / "apps" / "multiple_choice.py"
+APPS = REPO / "apps"
+APP = APPS / "app.py"
+PAGE = APPS / "task_pages" / "multiple_choice.py"
+PAGES = sorted((APPS / "task_pages").glob("*.py"))
 
 
 @pytest.fixture()
@@ -22,7 +25,7 @@ def app(mc_models, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("ALBERT_MODELS_DIR", str(mc_models["zh"]["export"].parent))
-    return AppTest.from_file(str(APP), default_timeout=180)
+    return AppTest.from_file(str(PAGE), default_timeout=180)
 
 
 def _served(saved_model: Path, context: str, question: str, options: list[str]) -> np.ndarray:
@@ -121,17 +124,60 @@ def test_app_cuts_a_huge_context_and_still_answers(app):
     assert "Answer:" in app.success[0].value
 
 
+def test_a_folder_with_only_an_english_model_opens_on_the_english_example(
+    mc_models, tmp_path, monkeypatch
+):
+    from streamlit.testing.v1 import AppTest
+
+    # The Chinese example would go to the English model, whose vocabulary knows none
+    # of its characters: the page offers, and opens on, the English example alone.
+    (tmp_path / "tiny_en").symlink_to(mc_models["en"]["export"], target_is_directory=True)
+    monkeypatch.setenv("ALBERT_MODELS_DIR", str(tmp_path))
+    app = AppTest.from_file(str(PAGE), default_timeout=180).run()
+    assert not app.exception, app.exception
+    assert app.radio[0].options == ["English"] and app.radio[0].value == "English"
+    assert app.text_area[1].value.splitlines()[1] == (
+        "He asked for relief for the farmers who had lost their crops."
+    )
+    assert "Answered by **tiny_en (version 1)**" in _caption_texts(app)
+    assert "the text is English" in _caption_texts(app)
+    assert "**Answer:**" in app.success[0].value
+    assert not [w.value for w in app.warning if "[UNK]" in w.value]
+
+
+def test_a_model_of_a_language_without_an_example_gets_typed_text(mc_models, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    # A model whose export says it reads French: no example fits it, so none is
+    # offered, the page says why, and what the visitor types is answered.
+    export = tmp_path / "tiny_fr" / "1"
+    shutil.copytree(mc_models["en"]["saved_model"], export)
+    meta_file = export / "assets.extra" / "albert_tf.json"
+    meta_file.write_text(json.dumps(json.loads(meta_file.read_text()) | {"language": "fr"}))
+    monkeypatch.setenv("ALBERT_MODELS_DIR", str(tmp_path))
+    app = AppTest.from_file(str(PAGE), default_timeout=180).run()
+    assert not app.exception, app.exception
+    assert not app.radio
+    assert "No example in the language of this page's models (fr)" in _caption_texts(app)
+    assert any("Enter at least one option" in w.value for w in app.warning)
+    app.text_area[0].input("The sky on a clear day is blue.")
+    app.text_area[1].input("red\nblue").run()
+    assert not app.exception, app.exception
+    assert "Answered by **tiny_fr (version 1)**" in _caption_texts(app)
+    assert "**Answer:**" in app.success[0].value
+
+
 def test_app_explains_how_to_get_a_model_when_none(monkeypatch, tmp_path):
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("ALBERT_MODELS_DIR", str(tmp_path / "empty"))
-    app = AppTest.from_file(str(APP), default_timeout=60).run()
+    app = AppTest.from_file(str(PAGE), default_timeout=60).run()
     assert not app.exception
     assert "No exported model found" in app.error[0].value
     assert "python -m albert_tf.demo_models" in app.code[0].value
 
 
-@pytest.mark.parametrize("page", [APP, APP.parent / "pages" / "classification.py"])
+@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
 def test_no_page_lets_a_visitor_choose_the_models_folder(page, monkeypatch, tmp_path):
     # A SavedModel's graph can read and write the host's files: the folder is the
     # operator's, set at start-up; a visitor sees it and can type no path anywhere.
@@ -147,7 +193,7 @@ def test_no_page_lets_a_visitor_choose_the_models_folder(page, monkeypatch, tmp_
 
 
 def test_the_operator_sets_the_folder_on_the_command_line(monkeypatch):
-    monkeypatch.syspath_prepend(str(APP.parent))
+    monkeypatch.syspath_prepend(str(APPS))
     from exported_models import models_dir
 
     monkeypatch.setenv("ALBERT_MODELS_DIR", "/from/env")
@@ -177,7 +223,7 @@ def test_a_partial_model_card_is_shown_without_a_crash(card, mc_models, tmp_path
     shutil.copytree(mc_models["zh"]["saved_model"], export)
     (export / "assets.extra" / "model_card.json").write_text(json.dumps(card))
     monkeypatch.setenv("ALBERT_MODELS_DIR", str(tmp_path))
-    app = AppTest.from_file(str(APP), default_timeout=180).run()
+    app = AppTest.from_file(str(PAGE), default_timeout=180).run()
     assert not app.exception, app.exception
     assert "**Answer:**" in app.success[0].value
     metrics = [(m.label, m.value) for m in app.sidebar.metric]
@@ -198,7 +244,8 @@ def test_app_renders_and_answers_in_headless_chromium(mc_models, tmp_path):
     with app_in_chromium(APP, mc_models["zh"]["export"].parent, tmp_path) as page:
         page.open("/")
         folder = screenshot_dir(tmp_path)
-        pages = {"zh": page.wait_for("Answer:", "Latency", "Answered by tiny_zh")}
+        # And the sidebar's card: once, on a loaded host, the answer was seen before it.
+        pages = {"zh": page.wait_for("Answer:", "Latency", "Answered by tiny_zh", "Held-out")}
         page.screenshot(folder / "multiple_choice_app_zh.png")
         # A visitor switches to the English example: the English model answers.
         page.click_label("English")
@@ -234,7 +281,7 @@ def test_the_shipped_demo_models_answer_both_examples(monkeypatch):
 
     assert {p.name for p in SHIPPED.iterdir() if p.is_dir()} >= {"albert_demo_zh", "albert_demo_en"}
     monkeypatch.setenv("ALBERT_MODELS_DIR", str(SHIPPED))
-    app = AppTest.from_file(str(APP), default_timeout=180)
+    app = AppTest.from_file(str(PAGE), default_timeout=180)
     app.run()
     assert not app.exception, app.exception
     expected = {
@@ -279,7 +326,9 @@ def test_the_shipped_chinese_model_reads_typed_text_in_chromium(tmp_path):
     with app_in_chromium(APP, SHIPPED, tmp_path) as page:
         page.open("/")
         folder = screenshot_dir(tmp_path)
-        seeds = page.wait_for("Answer: 他们主要负责AI算法的研究和落地.", "by albert_demo_zh")
+        seeds = page.wait_for(
+            "Answer: 他们主要负责AI算法的研究和落地.", "by albert_demo_zh", "one-sentence context"
+        )
         page.type_into("Context", HALF_WIDTH["context"])
         page.type_into("Options (one per line)", "\n".join(HALF_WIDTH["options"]))
         typed = page.wait_for(f"Answer: {HALF_WIDTH['options'][HALF_WIDTH_ANSWER]}")

@@ -1,5 +1,5 @@
 """The question-answering page, driven by Streamlit's AppTest and by a real headless
-Chromium against `streamlit run` (skipped when chromium is not installed), with the tiny
+Chromium against `streamlit run apps/app.py` (skipped when chromium is not installed), with the tiny
 span QA model of reader_helpers beside the multiple-choice models in one models folder."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from helpers.app_browser import CHROMIUM, SKIP_REASON, app_in_chromium, screensh
 from helpers.paths import REPO
 
 APPS = REPO / "apps"
-PAGE = APPS / "pages" / "question_answering.py"
-MC_PAGE = APPS / "multiple_choice.py"
+PAGE = APPS / "task_pages" / "question_answering.py"
+APP = APPS / "app.py"
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +59,16 @@ def test_page_highlights_the_saved_models_answer(app, reader_models):
     saved_model = reader_models["saved_model"]
     app.run()
     assert not app.exception, app.exception
+    # The folder's only reader is Chinese: the page offers, and opens on, the Chinese
+    # example alone (the English one would be all [UNK] to it).
+    assert app.radio[0].options == ["中文"] and app.radio[0].value == "中文"
+    assert "SOP" in app.text_area[0].value
     app.radio[0].set_value("中文").run()
     assert not app.exception, app.exception
     question, context = app.text_input[0].value, app.text_area[0].value
     assert question.startswith("ALBERT") and "SOP" in context
     captions = "\n".join(c.value for c in [*app.caption, *app.sidebar.caption])
-    assert "Answered by **tiny_qa_zh (version 1)**" in captions
+    assert "Answered by **tiny_qa_zh (version 1)** (Chinese): the text is Chinese" in captions
     answer, start, end, score = _answer(saved_model, question, context)
     assert start >= 0 and answer == context[start:end]
     assert any(f"**Answer:** {answer}" == s.value for s in app.success)
@@ -114,9 +118,9 @@ def test_page_in_a_real_browser(app, models_dir, reader_models, tmp_path):
     app.run()  # the page's first example, as a visitor first sees it
     question, context = app.text_input[0].value, app.text_area[0].value
     answer, *_ = _answer(reader_models["saved_model"], question, context)
-    assert answer, "the random reader answers the English example"
+    assert answer, "the random reader answers the Chinese example"
     needles = ["ALBERT question answering", "Held-out answer F1", "Answer:", answer]
-    with app_in_chromium(MC_PAGE, models_dir, tmp_path) as page:
+    with app_in_chromium(APP, models_dir, tmp_path) as page:
         page.open("/question_answering")
         text = page.wait_for(*needles)
         screenshot = page.screenshot(screenshot_dir(tmp_path) / "question_answering_app.png")

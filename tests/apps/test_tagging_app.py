@@ -1,5 +1,5 @@
 """The named-entity page, driven by Streamlit's AppTest and by a real headless Chromium
-against `streamlit run` (skipped when chromium is not installed), with the tiny tagger
+against `streamlit run apps/app.py` (skipped when chromium is not installed), with the tiny tagger
 of tagger_helpers beside the multiple-choice models in one models folder."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from helpers.app_browser import CHROMIUM, SKIP_REASON, app_in_chromium, screensh
 from helpers.paths import REPO
 
 APPS = REPO / "apps"
-PAGE = APPS / "pages" / "tagging.py"
-MC_PAGE = APPS / "multiple_choice.py"
+PAGE = APPS / "task_pages" / "tagging.py"
+APP = APPS / "app.py"
 EXAMPLE = "江泽民主席在北京人民大会堂会见了美国总统克林顿。"
 
 
@@ -65,8 +65,10 @@ def test_page_lists_and_colours_the_saved_models_entities(app, tagger_models):
     app.run()
     assert not app.exception, app.exception
     assert app.text_area[0].value == EXAMPLE
+    # The folder's only tagger is Chinese: no English example to send it.
+    assert app.radio[0].options == ["中文"]
     captions = "\n".join(c.value for c in [*app.caption, *app.sidebar.caption])
-    assert "Answered by **tiny_ner_zh (version 1)**" in captions
+    assert "Answered by **tiny_ner_zh (version 1)** (Chinese): the text is Chinese" in captions
     want = _entities(saved_model, EXAMPLE)
     assert want, "the random tagger finds something to show"
     got = _table(app)
@@ -112,7 +114,7 @@ def test_no_tagger_in_the_folder_says_how_to_make_one(mc_models, monkeypatch):
 def test_page_in_a_real_browser(models_dir, tagger_models, tmp_path):
     want = _entities(tagger_models["saved_model"], EXAMPLE)
     needles = ["ALBERT named entities", "Held-out entity F1", EXAMPLE[want[0][0] : want[0][1]]]
-    with app_in_chromium(MC_PAGE, models_dir, tmp_path) as page:
+    with app_in_chromium(APP, models_dir, tmp_path) as page:
         page.open("/tagging")
         text = page.wait_for(*needles)
         screenshot = page.screenshot(screenshot_dir(tmp_path) / "tagging_app_zh.png")

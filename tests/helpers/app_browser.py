@@ -1,5 +1,5 @@
-"""The real app in a real browser: `streamlit run` and headless Chromium driven over
-the DevTools protocol (no Selenium, no mocks). Both app test files use it."""
+"""The real app in a real browser: `streamlit run apps/app.py` and headless Chromium driven
+over the DevTools protocol (no Selenium, no mocks). The tests of tests/apps/ use it."""
 
 from __future__ import annotations
 
@@ -80,6 +80,17 @@ class Page:
             expression="[...document.querySelectorAll('label')]"
             f".find(l => l.innerText.trim() === {json.dumps(label)}).click()",
         )
+
+    def click_link(self, text: str) -> None:
+        """Follows the link whose text is ``text``, as a visitor clicks it (the sidebar's
+        page navigation, say)."""
+        found = self.call(
+            "Runtime.evaluate",
+            expression="[...document.querySelectorAll('a')]"
+            f".find(a => a.innerText.trim() === {json.dumps(text)}).click()",
+        )
+        if "exceptionDetails" in found:
+            raise LookupError(f"no link {text!r} on the page: {found}")
 
     def type_into(self, label: str, text: str) -> None:
         """Replaces the text of the field labelled ``label`` as a visitor would: focus,
