@@ -32,6 +32,8 @@ HEAVY_FIRST = (
     "tests/apps/test_classification_app.py",
     "tests/apps/test_tagging_app.py",
     "tests/apps/test_question_answering_app.py",
+    "tests/apps/test_app.py",
+    "tests/tasks/test_predict.py",
 )
 
 
