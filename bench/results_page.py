@@ -842,6 +842,14 @@ def model_section(card_path: str) -> list[str]:
         "",
     ]
     held = card.get("held_out", {})
+    if not isinstance(card.get("pretraining"), dict):
+        # A fine-tuning recipe's card (finetune --export_dir, then written out): its
+        # text fields and its held-out figures beside their baselines.
+        for key in ("trained_on", "pretraining", "finetuning", "good_at", "not_good_at"):
+            if card.get(key):
+                lines += [f"- {key.replace('_', ' ')}: {card[key]}"]
+        rows = [[key.replace("_", " "), fmt(value)] for key, value in held.items()]
+        return [*lines, "", *markdown_table(["held out", "value"], rows), ""]
     short = card.get("held_out_one_sentence", {})
     rows = [
         [
