@@ -1,7 +1,7 @@
 """Pretrain ALBERT with MLM + SOP: ``python -m albert_tf.pretrain --flagfile=...``.
 
-Starts from raw text (``--corpus``: files, or ``sample:en`` / ``sample:zh``
-for the embedded samples) or from shards written by
+Starts from raw text (``--corpus``: files, relative ones found in ``--data_dir``,
+or ``sample:en`` / ``sample:zh`` for the embedded samples) or from shards written by
 ``albert_tf.create_pretraining_data`` (``--train_files``). Restarting the
 same command resumes from the last checkpoint in ``--model_dir``. At the
 end it evaluates on held-out data, writes ``eval_results.json`` and saves
@@ -47,6 +47,12 @@ flags.DEFINE_string(
     "Raw text to pretrain on: comma-separated files/globs (text or JSON "
     "Lines, gzip or not), or sample:en / sample:zh. Prepared once into "
     "MODEL_DIR/data.",
+)
+flags.DEFINE_string(
+    "data_dir",
+    None,
+    "Where relative --corpus files are found (default: the working directory); the "
+    "recipes in configs/ name their corpora relative to it.",
 )
 flags.DEFINE_string("train_files", None, "Existing pretraining shards (glob), instead of --corpus.")
 flags.DEFINE_string("eval_files", None, "Held-out shards (glob) for --train_files runs.")
@@ -320,6 +326,7 @@ def main() -> None:
         raise UserError("Give exactly one of --corpus or --train_files.")
 
     from albert_tf.checkpoints.saved_format import save_model
+    from albert_tf.data.inputs import in_data_dir
     from albert_tf.data.preparation import prepare_pretraining_data
     from albert_tf.data.shards import read_metadata
     from albert_tf.tokenizers import load_tokenizer
@@ -331,7 +338,7 @@ def main() -> None:
     model_dir = FLAGS.model_dir
     if FLAGS.corpus:
         prepared = prepare_pretraining_data(
-            FLAGS.corpus,
+            ",".join(in_data_dir(p.strip(), FLAGS.data_dir) for p in FLAGS.corpus.split(",")),
             os.path.join(model_dir, "data"),
             tokenizer_dir=FLAGS.tokenizer_dir,
             tokenizer_kind=FLAGS.tokenizer_kind,

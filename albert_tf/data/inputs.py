@@ -84,6 +84,25 @@ def _folder_files(folder: str, suffixes: tuple[str, ...]) -> list[str]:
     return found
 
 
+def in_data_dir(spec: str, data_dir: str | None) -> str:
+    """``spec`` taken from ``data_dir`` when it is a relative path.
+
+    Names with a prefix or scheme (``sample:en``, ``tfds:squad``, ``gs://...``),
+    absolute paths and ``~`` paths stay as they are; so does everything when
+    ``data_dir`` is empty. The recipes in ``configs/`` name their data relative
+    to ``--data_dir`` rather than to one machine's folders.
+
+    >>> in_data_dir("corpus/a.jsonl.gz", "/data")
+    '/data/corpus/a.jsonl.gz'
+    >>> [in_data_dir(s, "/data") for s in ("sample:en", "tfds:glue/sst2", "gs://b/t.json",
+    ...                                     "/abs/t.json", "~/t.json")]
+    ['sample:en', 'tfds:glue/sst2', 'gs://b/t.json', '/abs/t.json', '~/t.json']
+    """
+    if not data_dir or ":" in spec.split("/", 1)[0] or os.path.isabs(spec):
+        return spec
+    return spec if spec.startswith("~") else os.path.join(data_dir, spec)
+
+
 def _split(specs: PathSpec | Sequence[PathSpec]) -> list[str]:
     if isinstance(specs, str | os.PathLike):
         specs = [specs]

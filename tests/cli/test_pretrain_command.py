@@ -70,6 +70,15 @@ def test_missing_corpus_is_named(tmp_path):
     assert "corpus file not found: /nonexistent/corpus.jsonl" in result.stderr
 
 
+def test_relative_corpus_is_found_in_data_dir(tmp_path):
+    """--data_dir holds relative --corpus files (the recipes' shared corpora); samples,
+    absolute paths and the rest stay as given."""
+    command = [sys.executable, "-m", "albert_tf.pretrain", f"--model_dir={tmp_path / 'm'}"]
+    result = _run([*command, f"--data_dir={tmp_path}", "--corpus=corpus/a.jsonl,sample:en"])
+    assert result.returncode == 2
+    assert f"corpus file not found: {tmp_path}/corpus/a.jsonl (" in result.stderr
+
+
 def test_changed_model_on_resume_is_refused(prepared, tmp_path):
     first = _run(_command(prepared, tmp_path / "m", "--num_train_steps=2"))
     assert first.returncode == 0, first.stderr[-3000:]

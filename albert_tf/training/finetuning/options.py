@@ -10,9 +10,9 @@ Free of TensorFlow: the command reads its defaults before ``--help``.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Sequence
 
+from albert_tf.data.inputs import in_data_dir
 from albert_tf.tasks import DEFAULT_TASK, TASKS, get_task
 from albert_tf.tasks.settings import TaskSettings, settings_class
 from albert_tf.training.choices import PRECISIONS, STRATEGIES
@@ -117,18 +117,14 @@ class FineTuningOptions:
 
     def data_paths(self, files: Sequence[str] | None) -> tuple[str, ...] | None:
         """``files`` with relative paths taken from `data_dir` (``sample:`` and
-        ``tfds:`` names, absolute paths and bucket URLs as they are).
+        ``tfds:`` names, absolute paths and bucket URLs as they are: the rule of
+        `albert_tf.data.inputs.in_data_dir`, which ``pretrain --data_dir`` follows too).
 
         >>> FineTuningOptions("o", "x", data_dir="/data").data_paths(
         ...     ["qa/dev.jsonl", "tfds:squad", "sample:en", "/abs/t.json", "gs://b/t.json"])
         ('/data/qa/dev.jsonl', 'tfds:squad', 'sample:en', '/abs/t.json', 'gs://b/t.json')
         """
-        if files is None or not self.data_dir:
-            return None if files is None else tuple(files)
-        return tuple(
-            f if ":" in f.split("/", 1)[0] or os.path.isabs(f) else os.path.join(self.data_dir, f)
-            for f in files
-        )
+        return None if files is None else tuple(in_data_dir(f, self.data_dir) for f in files)
 
     def validate(self, workers: int = 1) -> None:
         """Raises ValueError for options no run can use; ``workers``: the training
