@@ -19,7 +19,7 @@ the context?"):
 
 Writes ``bench/results/serving_fidelity.json`` and prints a table::
 
-    python -m bench.serving_fidelity --runs=zh=/work/runs_demo2/zh,en=/work/runs_demo/en
+    python -m bench.serving_fidelity --runs=zh=runs/demo2/zh,en=runs/demo/en
     python -m bench.serving_fidelity --runs=zh=runs/demo_models/zh --max_items=200
     python -m bench.serving_fidelity --runs=zh=runs/demo_models/zh --smoke  # 20 items, /tmp
 

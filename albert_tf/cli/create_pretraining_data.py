@@ -6,7 +6,7 @@ Example (the embedded English sample, a trained tokenizer)::
 
     python -m albert_tf.create_pretraining_data \
         --input=albert_tf/data/sample/en_sample.jsonl \
-        --tokenizer_dir=/tmp/tok_en --output_dir=/tmp/pretrain_en \
+        --tokenizer_dir=runs/tok_en --output_dir=runs/pretrain_en \
         --max_seq_length=128 --dupe_factor=5 --num_shards=4
 
 Any tensorflow-datasets dataset with a text feature works too
@@ -24,7 +24,7 @@ By default the tasks run in ``--num_workers`` processes of this machine. With
 further Beam options go in one string, ``--beam_pipeline_options``::
 
     python -m albert_tf.create_pretraining_data \
-        --input=sample:en --tokenizer_dir=/tmp/tok_en --output_dir=/tmp/pretrain_en \
+        --input=sample:en --tokenizer_dir=runs/tok_en --output_dir=runs/pretrain_en \
         --runner=DirectRunner \
         --beam_pipeline_options="--direct_num_workers=2 --direct_running_mode=multi_processing"
 

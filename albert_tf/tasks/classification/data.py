@@ -2,9 +2,9 @@
 
 Formats, detected per file (gzip or not, from the content):
 
-* **JSON Lines**, ours (``/work/shared/data/classification``): one item a line,
-  ``{"id", "lang", "source", "text", "text_pair"?, "label"}``, the label an int
-  or a string;
+* **JSON Lines**, ours (``classification/`` of the shared data folder, docs/data.md):
+  one item a line, ``{"id", "lang", "source", "text", "text_pair"?, "label"}``, the
+  label an int or a string;
 * **CLUE JSON Lines**: TNEWS ``{"sentence", "label", "label_desc", "keywords"}``
   (the label is a code such as ``"102"``), IFLYTEK ``{"sentence", "label",
   "label_des"}``, AFQMC and the other pair tasks ``{"sentence1", "sentence2",

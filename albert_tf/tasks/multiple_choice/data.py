@@ -2,7 +2,7 @@
 
 Three input formats, detected per file from its content (gzip or not):
 
-* **JSON Lines** (``/work/shared/data/multiple_choice``): one item a line,
+* **JSON Lines** (``multiple_choice/`` of the shared data folder, docs/data.md): one item a line,
   ``{"id", "lang", "source", "context", "question", "options": [...], "label": int}``
   (without ``"label"``: an item to answer, ``label=-1``);
 * **RACE**: ``{"id", "article", "questions": [...], "options": [[...], ...],

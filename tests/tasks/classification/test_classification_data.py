@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
+from helpers.paths import SHARED_DATA
 
 from albert_tf.data import iter_sentences, sample_path
 from albert_tf.data.splits import split_examples
@@ -26,7 +27,7 @@ from albert_tf.tasks.classification.data import (
 )
 from albert_tf.tokenizers import WordPieceTokenizer, train_sentencepiece
 
-REAL_FILE = "/work/shared/data/classification/zh_product_reviews.jsonl.gz"
+REAL_FILE = str(SHARED_DATA / "classification" / "zh_product_reviews.jsonl.gz")
 
 
 @pytest.fixture(scope="module")

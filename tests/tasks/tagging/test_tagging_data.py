@@ -9,10 +9,11 @@ import itertools
 import json
 
 import pytest
+from helpers.paths import SHARED_DATA
 
 from albert_tf.tasks.tagging.data import SKIP_REASONS, Entity, TaggingExample, read_tagging
 
-REAL_FILE = "/work/shared/data/tagging/zh_peoples_daily_1998_ner.jsonl.gz"
+REAL_FILE = SHARED_DATA / "tagging" / "zh_peoples_daily_1998_ner.jsonl.gz"
 
 
 def _jsonl(records) -> str:
