@@ -120,7 +120,9 @@ def predict_file(
         output: the JSON Lines file written; extra files (``predictions.json``...) and
             ``scores.json`` (when the items are labelled) go beside it.
         batch_size: items per request.
-        n_best: for span QA, the answers kept per question (``nbest_predictions.json``).
+        n_best: for span QA, the answers kept per question, asked of the export's
+            ``answers`` signature (``nbest_predictions.json``, and ``null_odds.json``
+            for a model with a no-answer threshold); 0: ``serving_default``'s one answer.
 
     Returns:
         ``{"task", "items", "skipped", "seconds", "items_per_second", "files", "scores"?}``.
@@ -143,7 +145,15 @@ def predict_file(
             log(f"skipped {sum(skipped.values())} bad input(s): {dict(skipped)}")
         if not items:
             raise ValueError(f"no {task.name} items to predict in {', '.join(inputs)}")
-        signature = tf.saved_model.load(path).signatures[predictor.signature]
+        signatures = tf.saved_model.load(path).signatures
+        if predictor.signature not in signatures:
+            raise ValueError(
+                f"{path} has no {predictor.signature!r} signature (it has "
+                f"{', '.join(sorted(signatures))}): export the model again with this version "
+                "of albert_tf (python -m albert_tf.export), or predict without the option "
+                "that needs it"
+            )
+        signature = signatures[predictor.signature]
         rows: list[dict] = []
         started = time.perf_counter()
         batches = _batches(len(items), batch_size)

@@ -108,3 +108,24 @@ def reader_models(base: Path) -> dict[str, Path]:
         "language": "zh",
     }
     return _build(root, READER_NAME, READER_CARD, settings, _reader)
+
+
+def squad2_reader_models(base: Path) -> dict[str, Path]:
+    """The tiny span QA model as if fine-tuned on SQuAD 2.0: `reader_models`' weights
+    and windows with a no-answer threshold (a question is left unanswered when its null
+    score minus its best span's exceeds it) of −4.5, which its random weights' margins
+    straddle on tests/tasks/test_predict.py's questions; under
+    ``base/squad2_reader_models``."""
+    root = base / "squad2_reader_models"
+    root.mkdir(exist_ok=True)
+    settings = {
+        "task": "span_qa",
+        "max_seq_length": 64,
+        "max_query_length": 16,
+        "doc_stride": 24,
+        "max_answer_length": 12,
+        "no_answer_threshold": -4.5,
+        "language": "zh",
+    }
+    card = {**READER_CARD, "name": f"{READER_NAME}_squad2"}
+    return _build(root, f"{READER_NAME}_squad2", card, settings, _reader)

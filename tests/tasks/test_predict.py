@@ -1,6 +1,9 @@
 """`python -m albert_tf.predict` (`albert_tf.tasks.predictions`): every shipped model over a
 file of its task, through its SavedModel; SQuAD's official v1.1 scoring of the QA
-model's ``predictions.json``, re-implemented here from the script's definition."""
+model's ``predictions.json``, re-implemented here from the script's definition; span QA's
+``--n_best`` through the export's ``answers`` signature (a tiny SQuAD 2.0-style export:
+ranked answers, null scores a client can threshold, ``nbest_predictions.json`` and
+``null_odds.json``)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers.commands import run_command
+from helpers.testing_utils import build_lock
 
 from albert_tf.tasks.predictions import predict_file
 
@@ -202,3 +206,79 @@ def test_qa_predictions_json_scores_as_squads_official_script(tmp_path):
     ours = json.loads((output.parent / "scores.json").read_text())
     assert ours["exact_match"] * 100 == pytest.approx(official["exact_match"], abs=1e-9)
     assert ours["f1"] * 100 == pytest.approx(official["f1"], abs=1e-9)
+
+
+# -- span QA's n best answers and "no answer" per request ------------------------------------
+
+QA_ZH = [
+    ("王明住哪？", "王明住在北京。李华住在上海。张国平和刘伟是朋友。"),
+    ("谁喜欢广州？", "今天上海下雨。陈芳喜欢广州。"),
+    ("刘伟住哪？", "北京很大。王明和李华是朋友。刘伟住在成都。"),
+    ("谁住在南京？", "成都下雨。"),
+]
+
+
+@pytest.fixture(scope="module")
+def squad2_reader(shared_builds):
+    from helpers.span_task_helpers import squad2_reader_models
+
+    with build_lock(shared_builds, "squad2_reader_models"):
+        return squad2_reader_models(shared_builds)
+
+
+def test_qa_n_best_answers_and_a_client_side_no_answer_threshold(squad2_reader, tmp_path):
+    items = [{"id": f"q{i}", "question": q, "context": c} for i, (q, c) in enumerate(QA_ZH)]
+    source = _write(tmp_path / "in.jsonl", items)
+    model = str(squad2_reader["export"])
+    one = tmp_path / "one" / "answers.jsonl"
+    predict_file(model, [str(source)], str(one), progress=False)
+    ranked = tmp_path / "ranked" / "answers.jsonl"
+    summary = predict_file(model, [str(source)], str(ranked), n_best=3, progress=False)
+    rows = [json.loads(line) for line in ranked.read_text("utf-8").splitlines()]
+    threshold = _metadata(squad2_reader["export"])["no_answer_threshold"]
+    assert threshold == -4.5
+    for row, item in zip(rows, items, strict=True):
+        spans = row["n_best"]
+        # Asked for 3, got 3 different spans, best first, each its context's characters.
+        assert len(spans) == 3 and len({(s["start"], s["end"]) for s in spans}) == 3
+        assert [s["score"] for s in spans] == sorted((s["score"] for s in spans), reverse=True)
+        assert all(s["text"] == item["context"][s["start"] : s["end"]] for s in spans)
+        # The export's threshold, applied by the client, gives serving_default's answer.
+        margin = row["null_score"] - spans[0]["score"]
+        assert (row["start"] >= 0) == (margin <= threshold + 1e-6)
+    # The same rows (answer, offsets, score) as serving_default's, to the bit.
+    single = [json.loads(line) for line in one.read_text("utf-8").splitlines()]
+    assert [{k: r[k] for k in single[0]} for r in rows] == single
+    answered = [row for row in rows if row["start"] >= 0]
+    assert 0 < len(answered) < len(rows)  # the threshold decides, both ways
+
+    def client(row: dict, threshold: float) -> str:  # what a client of the signature does
+        best = row["n_best"][0]
+        return best["text"] if row["null_score"] - best["score"] <= threshold else ""
+
+    # A client's own threshold, just below an answered question's margin, leaves it
+    # unanswered; at the margin it is answered as the server answered it.
+    for row in answered:
+        margin = row["null_score"] - row["n_best"][0]["score"]
+        assert client(row, margin) == row["answer"] != ""
+        assert client(row, margin - 0.01) == ""
+    # The files SQuAD 2.0's tooling reads: run_squad's n-best lists (its null entry
+    # "" included) and the null odds evaluate-v2.0.py's --na-prob-file takes.
+    folder = ranked.parent
+    assert summary["files"] == [
+        str(ranked),
+        *(str(folder / name) for name in ("predictions.json", "nbest_predictions.json")),
+        str(folder / "null_odds.json"),
+    ]
+    nbest = json.loads((folder / "nbest_predictions.json").read_text("utf-8"))
+    odds = json.loads((folder / "null_odds.json").read_text())
+    predictions = json.loads((folder / "predictions.json").read_text("utf-8"))
+    for row in rows:
+        entries = nbest[row["id"]]
+        assert [e["text"] for e in entries if e["start"] >= 0] == [s["text"] for s in row["n_best"]]
+        assert [e["text"] for e in entries if e["start"] < 0] == [""]
+        assert sum(e["probability"] for e in entries) == pytest.approx(1.0)
+        probabilities = [e["probability"] for e in entries]
+        assert probabilities == sorted(probabilities, reverse=True)
+        assert odds[row["id"]] == pytest.approx(row["null_score"] - row["n_best"][0]["score"])
+        assert predictions[row["id"]] == row["answer"]

@@ -1,8 +1,9 @@
 """Span QA end to end: the model learns to answer (and to leave unanswerable questions
 unanswered, with a threshold chosen on dev), the raw-text SavedModel gives the trainer's
 answers in a fresh process that imports only tensorflow and tensorflow_text, across
-windows of long contexts, refusing hostile requests; the finetune command does it all
-from files."""
+windows of long contexts, refusing hostile requests, and its ``answers`` signature the
+trainer's n best with the null score a client thresholds; the finetune command does it
+all from files."""
 
 from __future__ import annotations
 
@@ -133,6 +134,16 @@ empty = tf.constant([], tf.string)
 report["empty"] = {k: list(v.shape) for k, v in serve(question=empty, context=empty).items()}
 report["blank"] = run(["", "王明住哪？"], ["", ""])
 report["bad_utf8"] = run(["王明住哪？"], [b"\xff\xfe" + "王明住在北京。".encode()])
+ranked = model.signatures["answers"]
+def run_ranked(questions, contexts, top_k):
+    out = ranked(question=tf.constant(questions, tf.string),
+                 context=tf.constant(contexts, tf.string), top_k=tf.constant(top_k, tf.int32))
+    return {k: [[x.decode() for x in row] for row in v.numpy()] if v.dtype == tf.string
+            else v.numpy().tolist() for k, v in out.items()}
+report["ranked"] = run_ranked(spec["questions"], spec["contexts"], 3)
+report["ranked_empty"] = {k: list(v.shape) for k, v in
+                          ranked(question=empty, context=empty, top_k=tf.constant(2)).items()}
+report["ranked_blank"] = run_ranked(["王明住哪？"], [""], 2)
 def error(questions, contexts):
     try:
         run(questions, contexts)
@@ -142,6 +153,13 @@ def error(questions, contexts):
 report["too_long"] = error(["谁？"], ["北" * 50001])
 report["long_question"] = error(["谁" * 2001], ["北京"])
 report["mismatch"] = error(["谁？", "谁？"], ["北京"])
+def ranked_error(top_k):
+    try:
+        run_ranked(["谁？"], ["北京"], top_k)
+        return "no error"
+    except tf.errors.InvalidArgumentError as err:
+        return err.message
+report["top_k_0"], report["top_k_101"] = ranked_error(0), ranked_error(101)
 report["albert_tf_imported"] = any(m.startswith("albert_tf") for m in sys.modules)
 print(json.dumps(report))
 """
@@ -214,6 +232,38 @@ def test_saved_model_answers_as_the_trainer_in_a_fresh_process(reader, tmp_path)
     assert "context length exceeds the serving limit of 50,000" in report["too_long"]
     assert "question length exceeds the serving limit of 2,000" in report["long_question"]
     assert "same batch size" in report["mismatch"]
+    # `answers`: the trainer's 3 best spans, a null score and the export's threshold,
+    # with which a client makes serving_default's choice itself.
+    ranked = report["ranked"]
+    assert ranked["no_answer_threshold"] == pytest.approx(trainer.no_answer_threshold)
+    n_best = best.predict(items)
+    for row, (item, predictions) in enumerate(zip(items, n_best, strict=True)):
+        spans = [p for p in predictions if p.start >= 0][:3]
+        assert len(spans) == 3 and len({(p.start, p.end) for p in spans}) == 3
+        assert ranked["starts"][row] == [p.start for p in spans]
+        assert ranked["ends"][row] == [p.end for p in spans]
+        assert ranked["answers"][row] == [item.context[p.start : p.end] for p in spans]
+        np.testing.assert_allclose(ranked["scores"][row], [p.score for p in spans], atol=1e-4)
+        np.testing.assert_allclose(
+            ranked["probabilities"][row], [p.probability for p in spans], atol=1e-4
+        )
+        margin = ranked["null_score"][row] - ranked["scores"][row][0]
+        answered = margin <= ranked["no_answer_threshold"]
+        assert (got["start"][row] >= 0) == answered
+        if answered:
+            assert got["answer"][row] == ranked["answers"][row][0]
+        else:
+            assert predictions[0].start == -1
+            np.testing.assert_allclose(predictions[0].score, ranked["null_score"][row], atol=1e-4)
+    assert report["ranked_empty"] == {
+        **{k: [0, 2] for k in ("answers", "starts", "ends", "scores", "probabilities")},
+        "null_score": [0], "null_probability": [0], "no_answer_threshold": [],
+    }  # fmt: skip
+    blank = report["ranked_blank"]
+    assert blank["starts"] == [[-1, -1]] and blank["answers"] == [["", ""]]
+    assert blank["scores"] == [[0.0, 0.0]]
+    for key in ("top_k_0", "top_k_101"):
+        assert "top_k must be 1 to 100 answers per question" in report[key], report[key]
 
 
 def test_finetune_command_answers_from_files(tokenizer, mc_models, tmp_path):
