@@ -2,7 +2,8 @@
 
 The loss is the mean of the start's and the end's cross-entropy over each
 window's positions ([CLS] when the window does not hold the answer); the best
-checkpoint by dev F1 (SQuAD's, `albert_tf.training.finetuning.metrics.squad_scores`).
+checkpoint by dev F1 (SQuAD's, `albert_tf.training.finetuning.metrics.squad_scores`;
+Chinese questions are also scored by CMRC 2018's own script, `cmrc_scores`).
 Questions are answered across their windows by the best start + end logit, by
 the SavedModel's decoding (`albert_tf.tasks.span_qa.decoding`); with impossible
 questions (SQuAD 2.0) a "no answer" threshold on the null score's margin is
@@ -36,7 +37,11 @@ from albert_tf.tasks.span_qa.preprocessing import (
     span_qa_batches,
 )
 from albert_tf.tokenizers.offsets import check_offsets
-from albert_tf.training.finetuning.metrics import best_no_answer_threshold, squad_scores
+from albert_tf.training.finetuning.metrics import (
+    best_no_answer_threshold,
+    cmrc_scores,
+    squad_scores,
+)
 from albert_tf.training.finetuning.trainer import FineTuningTrainer
 
 #: The threshold that leaves every question unanswered (every margin exceeds it).
@@ -223,7 +228,9 @@ class SpanQATrainer(FineTuningTrainer):
     def evaluate(self, data) -> dict:
         """SQuAD ``exact_match`` and ``f1`` (0 to 1), ``loss`` (per window), ``count``;
         with impossible questions, the per-kind scores and ``no_answer_threshold``
-        (chosen here on dev during `fit`, with ``choose_threshold``)."""
+        (chosen here on dev during `fit`, with ``choose_threshold``); with Chinese
+        questions (``lang`` "zh"), CMRC 2018's ``cmrc_exact_match`` and ``cmrc_f1`` over
+        them (and ``cmrc_count`` when not every question is Chinese)."""
         encoded = self._encoded(data)
         if not encoded:
             raise ValueError("evaluate() needs at least one question")
@@ -244,6 +251,12 @@ class SpanQATrainer(FineTuningTrainer):
         answered = choose(answers, self.no_answer_threshold)["answered"].numpy()
         chosen = [c[0].text if yes else "" for c, yes in zip(candidates, answered, strict=True)]
         scores = squad_scores(golds, chosen)
+        chinese = [i for i, item in enumerate(encoded) if item["lang"] == "zh"]
+        if chinese:
+            cmrc = cmrc_scores([golds[i] for i in chinese], [chosen[i] for i in chinese])
+            scores |= {"cmrc_exact_match": cmrc["exact_match"], "cmrc_f1": cmrc["f1"]}
+            if len(chinese) < len(encoded):
+                scores["cmrc_count"] = cmrc["count"]
         windows = sum(len(item["windows"]) for item in encoded)
         scores |= {"loss": loss / max(windows, 1)}
         if impossible:

@@ -5,7 +5,8 @@ The metrics GLUE and CLUE report, in numpy: accuracy (with its binomial standard
 error, `albert_tf.training.evaluation.binomial_stderr`) and macro-F1 for classes,
 Matthews correlation for CoLA-style sets, Pearson and Spearman correlation for
 STS-B-style scores; for named entities, seqeval's (conlleval's) exact-match
-scores, `entity_scores`; for extractive QA, SQuAD's exact match and F1, `squad_scores`.
+scores, `entity_scores`; for extractive QA, SQuAD's exact match and F1, `squad_scores`,
+and for Chinese QA CMRC 2018's character-level ones, `cmrc_scores`.
 
 >>> import numpy as np
 >>> labels, predictions = np.array([0, 0, 1, 1, 2]), np.array([0, 1, 1, 1, 2])
@@ -292,6 +293,106 @@ def squad_scores(golds: Sequence[Sequence[str]], predictions: Sequence[str]) -> 
             out[f"{name}_f1"] = float(f1[part].mean())
             out[f"{name}_count"] = int(part.sum())
     return out
+
+
+# -- CMRC 2018 (Chinese extractive QA) ----------------------------------------------
+
+#: The characters CMRC 2018's official ``cmrc2018_evaluate.py`` drops (its ``sp_char``;
+#: its "……" entry is two characters, which a character never equals, so "…" stays).
+CMRC_PUNCTUATION = frozenset("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
+#: What the script splits off a non-Chinese run as ``nltk.word_tokenize`` does for the
+#: runs CMRC answers hold: numbers and dotted words whole (3.5, 1,000, u.s), the other
+#: punctuation one token each (nltk itself is not a dependency).
+_CMRC_RUN_TOKEN = re.compile(r"\d+(?:[.,]\d+)+|\w+(?:\.\w+)*|[^\w\s]")
+
+
+def cmrc_segments(text: str) -> list[str]:
+    """CMRC 2018's "mixed segmentation" with its punctuation removed: lower-cased and
+    stripped, each character of U+4E00–U+9FA5 a token, the runs between them split into
+    words (`_CMRC_RUN_TOKEN`), `CMRC_PUNCTUATION` dropped.
+
+    >>> cmrc_segments("在北京，2008年 Beijing Games")
+    ['在', '北', '京', '2008', '年', 'beijing', 'games']
+    """
+    segments: list[str] = []
+    run = ""
+    for ch in text.lower().strip():
+        if ch in CMRC_PUNCTUATION:
+            continue
+        if "\u4e00" <= ch <= "\u9fa5":
+            segments += _CMRC_RUN_TOKEN.findall(run)
+            run = ""
+            segments.append(ch)
+        else:
+            run += ch
+    return segments + _CMRC_RUN_TOKEN.findall(run)
+
+
+def _longest_common_run(a: Sequence[str], b: Sequence[str]) -> int:
+    """The length of the longest common contiguous run of ``a`` and ``b`` (the script's
+    ``find_lcs``: a substring, not a subsequence)."""
+    best, previous = 0, [0] * (len(b) + 1)
+    for x in a:
+        current = [0] * (len(b) + 1)
+        for j, y in enumerate(b):
+            if x == y:
+                current[j + 1] = previous[j] + 1
+                best = max(best, current[j + 1])
+        previous = current
+    return best
+
+
+def cmrc_answer_scores(golds: Sequence[str], predicted: str) -> tuple[float, float]:
+    """``(exact match, F1)`` of one prediction by ``cmrc2018_evaluate.py``, the best over
+    its gold answers. Exact match compares the texts lower-cased and stripped with
+    `CMRC_PUNCTUATION` removed; F1 takes the longest common run of `cmrc_segments` as
+    the overlap. A question whose answers have no text ("no answer", which CMRC 2018
+    does not have) scores 1 only for a prediction without any segment, as in SQuAD 2.0.
+
+    >>> cmrc_answer_scores(["北京奥运会"], "北京的奥运会")
+    (0.0, 0.5454545454545454)
+    """
+
+    def without_punctuation(text: str) -> str:
+        return "".join(ch for ch in text.lower().strip() if ch not in CMRC_PUNCTUATION)
+
+    predicted_segments = cmrc_segments(predicted)
+    kept = [g for g in golds if cmrc_segments(g)]
+    if not kept:
+        right = float(not predicted_segments)
+        return right, right
+    exact = max(float(without_punctuation(g) == without_punctuation(predicted)) for g in kept)
+    f1 = 0.0
+    for gold in kept:
+        gold_segments = cmrc_segments(gold)
+        common = _longest_common_run(gold_segments, predicted_segments)
+        if common:
+            precision = common / len(predicted_segments)
+            recall = common / len(gold_segments)
+            f1 = max(f1, 2 * precision * recall / (precision + recall))
+    return exact, f1
+
+
+def cmrc_scores(golds: Sequence[Sequence[str]], predictions: Sequence[str]) -> dict[str, Any]:
+    """CMRC 2018's ``exact_match`` and ``f1`` (means over questions, 0 to 1; the
+    official script prints them ×100) and ``count``; `cmrc_answer_scores` per question.
+
+    >>> cmrc_scores([["1998年"], ["江泽民", "江泽民主席"]], ["1998年。", "江泽民主席"])
+    {'exact_match': 1.0, 'f1': 1.0, 'count': 2}
+    """
+    if len(golds) != len(predictions):
+        raise ValueError(
+            f"cmrc_scores needs one prediction per question, got {len(golds)} questions "
+            f"and {len(predictions)} predictions"
+        )
+    if not golds:
+        raise ValueError("cmrc_scores needs at least one question")
+    scored = np.array([cmrc_answer_scores(g, p) for g, p in zip(golds, predictions, strict=True)])
+    return {
+        "exact_match": float(scored[:, 0].mean()),
+        "f1": float(scored[:, 1].mean()),
+        "count": len(golds),
+    }
 
 
 def best_no_answer_threshold(

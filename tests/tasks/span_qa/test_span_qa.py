@@ -109,6 +109,9 @@ def test_reader_learns_to_answer_and_to_abstain(reader):
     assert scores["f1"] >= 0.9, result["history"]
     assert scores["has_answer_f1"] >= 0.85 and scores["no_answer_f1"] >= 0.85, scores
     assert scores["count"] == 120
+    # Chinese questions: CMRC 2018's own scores beside SQuAD's.
+    assert scores["cmrc_f1"] >= 0.9 and 0 <= scores["cmrc_exact_match"] <= 1
+    assert "cmrc_count" not in scores  # every question is Chinese
     # Answers in later windows were found: the key sentence sat past the first window.
     encoded = trainer.encode(test)
     late = [i for i, e in enumerate(encoded)
