@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from albert_tf.training.devices import Devices
+    from albert_tf.training.steps import TrainingSteps
 
 __all__ = [
     "USABLE_FRACTION",
@@ -50,6 +51,7 @@ __all__ = [
     "device_budget",
     "parse_devices",
     "plan_batches",
+    "training_step_bytes",
 ]
 
 #: The share of a device's memory a plan fills: the rest is left to the runtime (CUDA
@@ -260,3 +262,33 @@ def plan_batches(
         per_example_bytes=per_example,
         next_larger=(larger, line(larger)) if larger else None,
     )
+
+
+def training_step_bytes(
+    steps: TrainingSteps, features, labels, *, accumulating: bool, platform: str = "CPU"
+) -> int:
+    """Bytes one device needs for an optimizer step of ``steps`` on one replica's
+    micro-batch of the specs ``features`` and ``labels`` (`tf.TensorSpec` s, fully
+    defined): the compiled forward and backward pass (`steps._gradients` through
+    `albert_tf.training.compiled_memory`: weights, batch, gradients, activations,
+    scratch), plus what lives outside that program: the optimizer's slots and, when
+    ``accumulating``, the gradient accumulators (a float32 copy of the trained weights).
+    """
+    import tensorflow as tf
+
+    from albert_tf.training.compiled_memory import compiled_memory
+
+    # The step's normalisers have the shape of what `local_counts` counts.
+    counts = tf.function(steps.local_counts, autograph=False).get_concrete_function(labels)
+    normalizers = tf.TensorSpec(counts.structured_outputs.shape, tf.float32)
+    memory = compiled_memory(steps._gradients, features, labels, normalizers, platform=platform)
+    optimizer = steps.optimizer
+    slots = sum(_nbytes(v) for v in optimizer.variables if v is not optimizer.iterations)
+    accumulators = sum(4 * int(v.shape.num_elements()) for v in steps.variables)
+    return memory.total_bytes + slots + (accumulators if accumulating else 0)
+
+
+def _nbytes(variable) -> int:
+    import tensorflow as tf
+
+    return int(variable.shape.num_elements()) * tf.as_dtype(variable.dtype).size

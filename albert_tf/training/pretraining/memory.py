@@ -23,8 +23,12 @@ from albert_tf.data.masking import default_max_predictions
 from albert_tf.layers.encoder import set_recompute
 from albert_tf.layers.implementations import XLA, set_implementation
 from albert_tf.models.pretraining_model import AlbertPretrainingModel
-from albert_tf.training.compiled_memory import compiled_memory
-from albert_tf.training.memory_plan import DeviceBudget, MemoryPlan, plan_batches
+from albert_tf.training.memory_plan import (
+    DeviceBudget,
+    MemoryPlan,
+    plan_batches,
+    training_step_bytes,
+)
 from albert_tf.training.precision import dtype_policy
 from albert_tf.training.pretraining.options import PretrainingOptions
 
@@ -52,8 +56,8 @@ class _Probe:
     """One model and optimizer, compiled for several micro-batch sizes."""
 
     def __init__(self, config: AlbertConfig, options: PretrainingOptions, platform: str):
+        from albert_tf.training.pretraining.build import build_optimizer
         from albert_tf.training.pretraining.steps import PretrainingSteps
-        from albert_tf.training.pretraining.trainer import build_optimizer
 
         self.options = dataclasses.replace(options, gradient_accumulation_steps=1, jit_compile=True)
         self.platform = platform
@@ -64,25 +68,14 @@ class _Probe:
         set_recompute(self.model, options.recompute)
         strategy = tf.distribute.get_strategy()
         self.steps = PretrainingSteps(self.model, build_optimizer(options), strategy, self.options)
-        optimizer = self.steps.optimizer
-        variables = [v for v in optimizer.variables if v is not optimizer.iterations]
-        self.slot_bytes = sum(_nbytes(v) for v in variables)
-        self.weight_bytes = sum(_nbytes(v) for v in self.steps.variables)
         self.seq = options.max_seq_length
         self.predictions = options.max_predictions_per_seq or default_max_predictions(self.seq)
 
     def measure(self, micro_batch: int, accumulating: bool) -> int:
         features, labels = batch_specs(micro_batch, self.seq, self.predictions)
-        normalizers = tf.TensorSpec([2], tf.float32)
-        memory = compiled_memory(
-            self.steps._gradients, features, labels, normalizers, platform=self.platform
+        return training_step_bytes(
+            self.steps, features, labels, accumulating=accumulating, platform=self.platform
         )
-        # Accumulators: one float32 copy of the trained weights.
-        return memory.total_bytes + self.slot_bytes + (self.weight_bytes if accumulating else 0)
-
-
-def _nbytes(variable) -> int:
-    return int(variable.shape.num_elements()) * tf.as_dtype(variable.dtype).size
 
 
 def step_bytes(
