@@ -15,7 +15,7 @@ DOC-SENTENCES (MLM accuracy and loss, with standard errors), and the pair models
 also on their own task's held-out pairs. Every 20th document of each corpus
 is held out.
 
-    python -m experiments.roberta_formats --work_dir=/tmp/roberta_formats   # ~1 h on 2 cores
+    python -m experiments.roberta_formats --work_dir=runs/roberta_formats   # ~1 h on 2 cores
     python -m experiments.roberta_formats --smoke   # 20 steps, dupe factor 1, temp work dir
 
 The work directory keeps the tokenizer, the shards and the trained models: a
@@ -177,7 +177,8 @@ class RobertaFormats(common.Benchmark):
         work_dir = args.work_dir or (
             tempfile.mkdtemp(prefix="roberta_formats_") if smoke else "runs/roberta_formats"
         )
-        args.work = os.path.abspath(work_dir)
+        # As given (relative to where it runs): the report records paths under it.
+        args.work = work_dir
 
     def header(self, args: argparse.Namespace) -> dict[str, Any]:
         return {

@@ -91,6 +91,7 @@ class ClassificationPage(TaskPage):
     )
     command = (
         "python -m albert_tf.finetune --flagfile=configs/classify_zh_reviews.flags"
+        " --data_dir=PATH/TO/shared/data"
         "   # about 17 minutes on 2 CPU cores"
     )
     key = "clf"

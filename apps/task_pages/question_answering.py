@@ -81,6 +81,7 @@ class QuestionAnsweringPage(TaskPage):
     )
     command = (
         "python -m albert_tf.finetune --flagfile=configs/qa_en_pico.flags"
+        " --data_dir=PATH/TO/shared/data"
         "   # about 10 minutes on 2 CPU cores"
     )
     key = "qa"

@@ -82,6 +82,7 @@ class TaggingPage(TaskPage):
     )
     command = (
         "python -m albert_tf.finetune --flagfile=configs/tag_zh_peoples_daily.flags"
+        " --data_dir=PATH/TO/shared/data"
         "   # about 35 minutes on 2 CPU cores"
     )
     key = "tag"
