@@ -10,6 +10,7 @@ and the export. The task's own parts come from its ``task.py``
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -30,13 +31,40 @@ def _report(task: FineTuningTask, name: str, items, skipped, label_names=None) -
 
 def _split(options: FineTuningOptions, train: list, test: list) -> tuple[list, list | None, list]:
     """Train, dev, test: without dev files a hash split of ``train`` gives dev (and
-    test, when no test files were read)."""
-    from albert_tf.data.splits import split_examples
+    test, when no test files were read). The split keeps each group of items (the
+    questions about one context or article, the copies of one text: `item_group`)
+    in one part."""
+    from albert_tf.data.splits import item_group, split_examples
 
     if options.dev_files:
         return train, None, test
-    train, dev, *rest = split_examples(train, list(options.split), seed=options.split_seed)
+    parts = split_examples(train, list(options.split), seed=options.split_seed, group=item_group)
+    names = ("train", "dev", "left out (test files given)" if test else "test")
+    sizes = ", ".join(f"{len(part)} {name}" for part, name in zip(parts, names, strict=False))
+    groups = collections.Counter(item_group(item) for item in train)
+    several = sum(count > 1 for count in groups.values())
+    print(
+        f"split: {sizes}; {several} group(s) of several items (the questions about one "
+        "context or article, the copies of one text) each kept whole in one part"
+    )
+    train, dev, *rest = parts
     return train, dev, (test or (rest[0] if rest else []))
+
+
+def _warn_shared(train: list, parts: dict[str, list | None]) -> None:
+    """A warning for each dev or test set read from files whose items share a group
+    (context, article, text) with training items: their scores measure memory too."""
+    from albert_tf.data.splits import shared_groups
+
+    for name, items in parts.items():
+        shared = shared_groups(items or [], train)
+        if shared:
+            kinds = " or ".join(sorted(shared))
+            print(
+                f"warning: {sum(shared.values())} of {len(items or [])} {name} items share "
+                f"their {kinds} with training items ({dict(sorted(shared.items()))}): "
+                f"the {name} scores partly measure memory"
+            )
 
 
 def _with_data_files(options: FineTuningOptions) -> FineTuningOptions:
@@ -101,6 +129,13 @@ def run_finetuning(options: FineTuningOptions) -> dict:
 
     given, options = options, _with_data_files(options)
     data = task.read(options, lambda *args: _report(task, *args))
+    _warn_shared(
+        data.train,
+        {
+            "dev": data.dev if options.dev_files else None,
+            "test": data.test if options.test_files else None,
+        },
+    )
     data.train, split_dev, data.test = _split(options, data.train, data.test or [])
     data.dev = data.dev if data.dev is not None else split_dev
 

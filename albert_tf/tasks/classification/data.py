@@ -110,6 +110,12 @@ class ClassificationExample:
     lang: str = ""
     source: str = ""
 
+    @property
+    def group(self) -> str:
+        """What a split keeps in one part (`albert_tf.data.splits`): the text with its
+        pair, so that a repeated text is never in two parts."""
+        return f"text:{self.text}\x00{self.text_pair}"
+
 
 # -- reading -----------------------------------------------------------------
 

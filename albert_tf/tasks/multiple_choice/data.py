@@ -66,6 +66,12 @@ class MultipleChoiceExample:
     lang: str = ""
     source: str = ""
 
+    @property
+    def group(self) -> str:
+        """What a split keeps in one part (`albert_tf.data.splits`): the context (RACE's
+        article), else the item alone."""
+        return f"context:{self.context}" if self.context.strip() else f"id:{self.id}"
+
 
 def build_qa(question: str, option: str) -> str:
     """The official run_race rule (Python twin of the in-graph version)."""

@@ -93,11 +93,18 @@ class QAExample:
     impossible: bool = False
     lang: str = ""
     labelled: bool = True  # False: its source had no answers (a test file)
+    article: str = ""  # the SQuAD layout's article (its title); "" in JSON Lines
+
+    @property
+    def group(self) -> str:
+        """What a split keeps in one part (`albert_tf.data.splits`): the article where
+        the file has one, else the context."""
+        return f"article:{self.article}" if self.article else f"context:{self.context}"
 
 
 # -- reading -----------------------------------------------------------------
 
-_Row = tuple[str, dict, Any]  # (fallback id, question record, context)
+_Row = tuple[str, dict, Any, str]  # (fallback id, question record, context, article)
 
 
 def _valid_text(value: Any) -> bool:
@@ -109,7 +116,12 @@ def _valid_text(value: Any) -> bool:
 
 
 def _example(
-    item_id: str, record: dict, context: Any, labelled_file: bool, skipped: collections.Counter
+    item_id: str,
+    record: dict,
+    context: Any,
+    labelled_file: bool,
+    skipped: collections.Counter,
+    article: str = "",
 ) -> QAExample | None:
     """One question, or None (its reason counted in ``skipped``)."""
     question = record.get("question")
@@ -160,7 +172,7 @@ def _example(
     if not isinstance(lang, str):
         lang = "zh" if any(map(is_cjk_char, context[:200])) else "en"
     return QAExample(
-        item_id, question, context, tuple(answers.values()), impossible, lang, labelled
+        item_id, question, context, tuple(answers.values()), impossible, lang, labelled, article
     )
 
 
@@ -189,6 +201,10 @@ def _squad_rows(data: Any, name: str, skipped: collections.Counter) -> Iterator[
         if not isinstance(paragraphs, list):
             skipped["invalid_json"] += 1
             continue
+        # The article keeps its questions together in a split: by its title, which
+        # SQuAD, CMRC 2018 and DRCD give; else by its place in the file.
+        title = article.get("title")
+        key = title.strip() if isinstance(title, str) and title.strip() else f"{name}#{a}"
         for p, paragraph in enumerate(paragraphs):
             if not isinstance(paragraph, dict):
                 skipped["invalid_json"] += 1
@@ -201,7 +217,7 @@ def _squad_rows(data: Any, name: str, skipped: collections.Counter) -> Iterator[
                 if not isinstance(record, dict):
                     skipped["invalid_json"] += 1
                     continue
-                yield f"{name}:{a}.{p}.{q}", record, paragraph.get("context")
+                yield f"{name}:{a}.{p}.{q}", record, paragraph.get("context"), key
 
 
 def _json_lines(text: str, name: str, skipped: collections.Counter) -> Iterator[_Row]:
@@ -217,7 +233,7 @@ def _json_lines(text: str, name: str, skipped: collections.Counter) -> Iterator[
         if not isinstance(record, dict):
             skipped["invalid_json"] += 1
             continue
-        yield f"{name}:{number}", record, record.get("context")
+        yield f"{name}:{number}", record, record.get("context"), ""
 
 
 def _read_file(path: str) -> tuple[list[QAExample], collections.Counter]:
@@ -248,10 +264,10 @@ def _read_file(path: str) -> tuple[list[QAExample], collections.Counter]:
             f"{path}: cannot recognise the format of {stripped[:80]!r}; accepted: "
             f"{ACCEPTED_FORMATS}"
         )
-    labelled_file = any("answers" in r or r.get("is_impossible") is True for _, r, _ in rows)
+    labelled_file = any("answers" in r or r.get("is_impossible") is True for _, r, _, _ in rows)
     examples = []
-    for fallback, record, context in rows:
-        example = _example(fallback, record, context, labelled_file, skipped)
+    for fallback, record, context, article in rows:
+        example = _example(fallback, record, context, labelled_file, skipped, article)
         if example is not None:
             examples.append(example)
     if not examples:

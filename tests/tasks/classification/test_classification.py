@@ -191,17 +191,23 @@ def test_saved_model_answers_as_the_keras_model_in_a_fresh_process(
 
 
 def test_finetune_command_classifies_from_files(tokenizer, mc_models, tmp_path):
-    rows = [
-        {
-            "id": item.id,
-            "text": item.text,
-            "text_pair": item.text_pair,
-            "label": ["no", "yes"][item.label],
-        }
-        for item in _pairs(200, 3)
-    ]
+    def rows(items):
+        return [
+            {
+                "id": item.id,
+                "text": item.text,
+                "text_pair": item.text_pair,
+                "label": ["no", "yes"][item.label],
+            }
+            for item in items
+        ]
+
     data = tmp_path / "train.jsonl"
-    data.write_text("\n".join(json.dumps(r) for r in rows) + "\nnot json\n")
+    data.write_text("\n".join(json.dumps(r) for r in rows(_pairs(200, 3))) + "\nnot json\n")
+    # A test file of the same 9 x 8 (text, pair) combinations: it repeats training texts
+    # (the split of train.jsonl keeps a repeated text in one part, dev too).
+    test = tmp_path / "test.jsonl"
+    test.write_text("\n".join(json.dumps(r) for r in rows(_pairs(40, 4))) + "\n")
     config = tmp_path / "config.json"
     _model(tokenizer, 2).config.to_hf_json(config)
     run = subprocess.run(
@@ -213,6 +219,7 @@ def test_finetune_command_classifies_from_files(tokenizer, mc_models, tmp_path):
             f"--init_config={config}",
             f"--tokenizer_dir={mc_models['en']['model'] / 'tokenizer'}",
             f"--train_files={data}",
+            f"--test_files={test}",
             f"--output_dir={tmp_path / 'run'}",
             f"--export_dir={tmp_path / 'exported'}",
             "--max_seq_length=24",
@@ -238,7 +245,8 @@ def test_finetune_command_classifies_from_files(tokenizer, mc_models, tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["metric"] == "accuracy" and summary["steps"] == 6
     assert {"accuracy", "accuracy_stderr", "macro_f1", "mcc"} <= set(summary["test"])
-    # 9 x 8 (text, pair) combinations in 200 items: the test split repeats training texts.
+    # The test file repeats training texts: counted when read, and scored apart.
+    assert "test items share their text with training items" in run.stdout
     assert "repeat the text of a training item" in run.stdout
     assert summary["test_unseen_texts"]["count"] < summary["test"]["count"]
     extra = tmp_path / "exported" / "1" / "assets.extra"
