@@ -120,8 +120,8 @@ def _options() -> FineTuningOptions:
         task=FLAGS.task,
         settings=settings_from_flags(settings_class(get_task(FLAGS.task)), FLAGS),
         split=[float(x) for x in FLAGS.split],
-        # auto: fine-tuning has no memory plan yet; its batches are small.
-        gradient_accumulation_steps=scale_flags.accumulation_steps() or 1,
+        # None for auto: run_finetuning plans it on the accelerators found (1 on CPU).
+        gradient_accumulation_steps=scale_flags.accumulation_steps(),
         **values,
     )
 

@@ -54,8 +54,8 @@ flags.DEFINE_string(
     "gradient_accumulation_steps",
     "auto",
     "Micro-batches per optimizer step: the batch size stays the optimizer's, memory "
-    "holds one micro-batch. auto: pretrain plans it from the compiled step's memory on "
-    "the GPUs or TPU found (or --assume_devices); 1 on CPU and in finetune.",
+    "holds one micro-batch. auto: planned from the compiled step's memory on the GPUs "
+    "or TPU found (pretrain also takes --assume_devices); 1 on CPU alone.",
 )
 flags.register_validator(
     "gradient_accumulation_steps",
@@ -75,9 +75,8 @@ flags.DEFINE_integer(
     _DEFAULTS["steps_per_loop"],
     "Optimizer steps per compiled call: the host dispatches and reads back once per "
     "loop, which keeps an accelerator busy (try 100 on GPUs/TPUs). Loops stop at every "
-    "logging, checkpoint and evaluation step. pretrain takes it with "
-    "--gradient_accumulation_steps (each step's micro-batches in the loop); finetune "
-    "does not yet.",
+    "logging, checkpoint and evaluation step. With --gradient_accumulation_steps "
+    "each step's micro-batches are accumulated inside the loop.",
     lower_bound=1,
 )
 flags.DEFINE_integer(

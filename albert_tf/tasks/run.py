@@ -80,6 +80,24 @@ def _with_data_files(options: FineTuningOptions) -> FineTuningOptions:
     return dataclasses.replace(options, data_dir=None, **files)
 
 
+def _planned_accumulation(trainer, train: list, devices, strategy) -> int:
+    """``--gradient_accumulation_steps=auto``: the accumulation steps of the memory plan
+    (`albert_tf.training.finetuning.memory.plan_finetuning`) on the accelerators found;
+    1 on CPU alone, or when their memory cannot be read."""
+    from albert_tf.training.memory_plan import device_budget
+
+    budget = device_budget(devices, strategy.num_replicas_in_sync)
+    if budget is None:
+        return 1
+    from albert_tf.training.finetuning.memory import plan_finetuning
+
+    example = next(iter(trainer.batches(trainer.encode(train[:2]), 2, shuffle=False, seed=0)))
+    platform = "TPU" if devices.tpu else "GPU" if devices.gpus else "CPU"
+    plan = plan_finetuning(trainer, budget, example, platform=platform)
+    print(plan.describe())
+    return plan.accumulation_steps
+
+
 def run_finetuning(options: FineTuningOptions) -> dict:
     """Fine-tunes ``options.task`` as ``options`` say; returns the run's summary.
 
@@ -178,12 +196,17 @@ def run_finetuning(options: FineTuningOptions) -> dict:
         fused_kernels=options.fused_kernels,
         language=",".join(languages),
         strategy=strategy,
-        gradient_accumulation_steps=options.gradient_accumulation_steps,
+        gradient_accumulation_steps=options.gradient_accumulation_steps or 1,
         jit_compile=jit_compile,
         steps_per_loop=options.steps_per_loop,
         max_consecutive_nonfinite_steps=options.max_consecutive_nonfinite_steps,
     )
     trainer = task.trainer(model, tokenizer, data, options, **common)
+    if options.gradient_accumulation_steps is None:  # auto: the memory plan decides
+        accumulation = _planned_accumulation(trainer, data.train, devices, strategy)
+        trainer.gradient_accumulation_steps = common["gradient_accumulation_steps"] = accumulation
+        if options.eval_batch_size is None:  # twice a micro-batch, as the trainer sets it
+            trainer.eval_batch_size = 2 * (options.batch_size // accumulation)
     result = trainer.fit(data.train, data.dev)
     summary = {k: v for k, v in result.items() if k != "history"}
     if data.test:

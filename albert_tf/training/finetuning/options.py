@@ -103,7 +103,9 @@ class FineTuningOptions:
     precision: str = "auto"
     jit_compile: bool | None = None
     fused_kernels: bool = True
-    gradient_accumulation_steps: int = 1
+    #: Micro-batches per optimizer step; None ("auto"): the memory plan's on accelerators
+    #: (`albert_tf.training.finetuning.memory`), 1 on CPU alone.
+    gradient_accumulation_steps: int | None = None
     steps_per_loop: int = 1
     max_consecutive_nonfinite_steps: int = 10
 
@@ -160,14 +162,10 @@ class FineTuningOptions:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        if self.gradient_accumulation_steps < 1 or self.steps_per_loop < 1:
+        accumulation = self.gradient_accumulation_steps or 1  # None: auto, planned at the start
+        if accumulation < 1 or self.steps_per_loop < 1:
             raise ValueError("gradient_accumulation_steps and steps_per_loop must be at least 1")
-        if self.steps_per_loop > 1 and self.gradient_accumulation_steps > 1:
-            raise ValueError(
-                "--steps_per_loop > 1 runs one micro-batch a step: drop "
-                "--gradient_accumulation_steps, or use --steps_per_loop=1"
-            )
-        if self.batch_size % self.gradient_accumulation_steps:
+        if self.batch_size % accumulation:
             raise ValueError(
                 f"--batch_size={self.batch_size} must be a multiple of "
                 f"--gradient_accumulation_steps={self.gradient_accumulation_steps}"

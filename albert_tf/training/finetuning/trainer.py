@@ -113,7 +113,8 @@ class FineTuningTrainer:
         gradient_accumulation_steps: micro-batches of ``batch_size / k`` items
             per optimizer step, for batches that do not fit at once.
         jit_compile: XLA for the forward and backward pass.
-        steps_per_loop: optimizer steps per compiled call (not with accumulation).
+        steps_per_loop: optimizer steps per compiled call (each accumulating its
+            micro-batches inside the loop).
         max_consecutive_nonfinite_steps: a step with a non-finite gradient is
             skipped (weights unchanged); this many in a row stop the run.
     """
@@ -178,11 +179,6 @@ class FineTuningTrainer:
             )
         if steps_per_loop < 1:
             raise ValueError(f"steps_per_loop must be at least 1, got {steps_per_loop}")
-        if steps_per_loop > 1 and gradient_accumulation_steps > 1:
-            raise ValueError(
-                "steps_per_loop > 1 runs one micro-batch a step: use it without "
-                "gradient_accumulation_steps"
-            )
         self.strategy = strategy or tf.distribute.get_strategy()
         if (
             self.strategy is not tf.distribute.get_strategy()
