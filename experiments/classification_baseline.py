@@ -3,13 +3,14 @@
 The set a fine-tuned ALBERT is compared with (docs/finetuning.md):
 ``../shared/data/classification/zh_product_reviews.jsonl.gz`` (JSON Lines with
 ``id``, ``text`` and a 0/1 ``label``), split as fine-tuning splits it,
-``split_examples(items, [0.8, 0.1, 0.1], seed=0)`` into train/dev/test. Each
+``split_examples(items, [0.8, 0.1, 0.1], seed=0, group=item_group)`` into train/dev/test
+(the copies of one review in one part). Each
 kind of units (``units``: characters and words, `text_units`; ``bigrams``: and
 pairs of adjacent ones, `units_and_bigrams`) is fitted in a fresh process by
 `albert_tf.baselines.bag_of_units.fit_bag_of_units` (L2 chosen on dev)
 and scored on test, and also on the test items whose text no training item
-has: the set holds many copies of the same review, and ids, not texts, decide
-the split. Writes ``experiments/results/classification_baseline.json`` and prints a
+has (with the split by group, all of them; a split by id put copies of training
+reviews in test). Writes ``experiments/results/classification_baseline.json`` and prints a
 table::
 
     python -m experiments.classification_baseline                    # all three, ~1 min on 2 cores
@@ -42,6 +43,11 @@ class Item:
     text: str
     text_pair: str
     label: int
+
+    @property
+    def group(self) -> str:
+        """The split's group, as `ClassificationExample.group` has it: a text's copies."""
+        return f"text:{self.text}\x00{self.text_pair}"
 
 
 def load(path: str, max_items: int = 0) -> list[Item]:
@@ -78,7 +84,7 @@ def run_worker(args: argparse.Namespace, units_name: str) -> dict[str, Any]:
     import numpy as np
 
     from albert_tf.baselines import bag_of_units as baseline
-    from albert_tf.data.splits import split_examples
+    from albert_tf.data.splits import item_group, split_examples
 
     units = {
         "units": baseline.text_units,
@@ -86,7 +92,8 @@ def run_worker(args: argparse.Namespace, units_name: str) -> dict[str, Any]:
         "naive_bayes": baseline.units_and_bigrams,
     }[units_name]
     items = load(args.data, SMOKE_ITEMS if args.smoke else 0)
-    train, dev, test = split_examples(items, [0.8, 0.1, 0.1], seed=0)
+    # As finetune --split splits: the copies of one text stay in one part.
+    train, dev, test = split_examples(items, [0.8, 0.1, 0.1], seed=0, group=item_group)
     train_texts = {item.text for item in train}
     unseen = [item for item in test if item.text not in train_texts]
     num_labels = max(item.label for item in items) + 1
@@ -174,7 +181,7 @@ class ClassificationBaseline(common.Benchmark):
     def header(self, args: argparse.Namespace) -> dict[str, Any]:
         return {
             "data": os.path.relpath(args.data),
-            "split": "split_examples(items, [0.8, 0.1, 0.1], seed=0)",
+            "split": "split_examples(items, [0.8, 0.1, 0.1], seed=0, group=item_group)",
             "results": {},
         }
 
