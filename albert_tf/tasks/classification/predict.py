@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from albert_tf.tasks.predictions import Predictor
 from albert_tf.tasks.classification.data import read_classification
+from albert_tf.tasks.predictions import Predictor
 from albert_tf.training.finetuning.metrics import class_metrics, score_metrics
 
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from albert_tf.tasks.predictions import Predictor
 from albert_tf.tasks.multiple_choice.data import read_multiple_choice
+from albert_tf.tasks.predictions import Predictor
 from albert_tf.training.evaluation import binomial_stderr
 from albert_tf.training.finetuning.metrics import accuracy
 
