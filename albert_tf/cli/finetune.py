@@ -9,7 +9,9 @@ random weights (``--init_config``, a config JSON; with ``--tokenizer_dir``).
 Each task reads its own data formats (docs/finetuning.md; ``sample:en`` /
 ``sample:zh`` give multiple choice a next-sentence task built from the
 embedded sample corpora). Without ``--dev_files`` the training items are split
-by a hash of their ids (``--split``).
+by a hash of their ids (``--split``), each group in one part: the questions about one
+context, the copies of one text. Data may be named relative to ``--data_dir``, or as a
+public dataset: ``tfds:NAME[/CONFIG][:SPLIT]`` or a Hugging Face ``datasets`` folder.
 
 The flags every task shares fill `FineTuningOptions`, whose defaults they show;
 each task's own flags are declared by its settings module
