@@ -575,6 +575,33 @@ SPECS: dict[str, tuple[Table | TopN, ...]] = {
     ),
     "serving_fidelity": _FIDELITY,
     "serving_fidelity_shipped": _FIDELITY,
+    "serving_tasks": (
+        table(
+            "results.*.*.*",
+            "task,workload,variant",
+            "median ms = median_s * 1000",
+            "p90 ms = p90_s * 1000",
+            "requests/s = requests_per_s",
+            "peak RSS MB = peak_rss_mb",
+            "first call s = first_step_s",
+            "tokenize signature ms = tokenize_median_s * 1000",
+            "same answers = agreement.same",
+            "of = agreement.of",
+            "same as hf = agreement_with_hf.same",
+            title="Latency and agreement with savedmodel",
+        ),
+        table(
+            "summary.*.*",
+            "task,workload",
+            "our fastest = our_fastest",
+            "hf / ours = hf_over_our_fastest",
+            "ORT int8 / ours = ort_int8_over_our_fastest",
+            "ORT fp32 / ours = ort_fp32_over_our_fastest",
+            "XLA speed-up fp32 = xla_speedup_fp32",
+            "XLA speed-up bf16 = xla_speedup_bf16",
+            title="Ratios of medians (> 1: ours faster)",
+        ),
+    ),
 }
 
 

@@ -15,6 +15,9 @@ numeric version)::
       assets.extra/model_card.json    what the model was trained on and how it scored
                                       (when given; the Streamlit app shows it)
       assets.extra/tokenizer/         the tokenizer, for clients that tokenise themselves
+
+With ``jit_compile=True`` the encoder and head run as one XLA cluster (`XlaCompiledModel`);
+tokenisation and decoding stay ordinary TensorFlow ops.
 """
 
 from __future__ import annotations
@@ -109,6 +112,78 @@ def signature_root(
     return root, concrete
 
 
+#: XLA compiles once per input shape. The compiled model pads the sequence axis to a
+#: multiple of `XLA_LENGTH_STEP` (capped at the model's positions), and the batch axis
+#: to a power of two up to `XLA_BATCH_STEP`, then to a multiple of it: a server meets
+#: a few dozen shapes, not one per request, and wastes at most a few rows a batch.
+XLA_LENGTH_STEP = 32
+XLA_BATCH_STEP = 32
+
+
+def padded_length(length: tf.Tensor, cap: int) -> tf.Tensor:
+    """The sequence length the XLA-compiled model runs ``length`` at.
+
+    >>> [int(padded_length(tf.constant(n), 128)) for n in (1, 32, 33, 120, 130)]
+    [32, 32, 64, 128, 130]
+    """
+    rounded = (length + XLA_LENGTH_STEP - 1) // XLA_LENGTH_STEP * XLA_LENGTH_STEP
+    return tf.maximum(tf.minimum(rounded, cap), length)
+
+
+def padded_batch(rows: tf.Tensor) -> tf.Tensor:
+    """The batch size the XLA-compiled model runs ``rows`` at.
+
+    >>> [int(padded_batch(tf.constant(n))) for n in (1, 3, 8, 17, 33, 262)]
+    [1, 4, 8, 32, 64, 288]
+    """
+    step = XLA_BATCH_STEP
+    powers = tf.constant([2**i for i in range(step.bit_length())])  # 1, 2, ... step
+    power = tf.reduce_min(tf.where(powers >= rows, powers, step))
+    return tf.where(rows <= step, tf.maximum(power, rows), (rows + step - 1) // step * step)
+
+
+class XlaCompiledModel:
+    """A task model whose forward pass the serving graph runs XLA-compiled.
+
+    The serving module calls it as it calls the model (``model(features,
+    training=False)``) and reads the model's other attributes through it (a
+    classifier's ``num_labels``, a tagger's head). The call pads the packed ids
+    (`padded_length`, `padded_batch`; padding is masked out, padded rows are
+    dropped again) and runs one
+    ``tf.function(jit_compile=True)``, which the SavedModel stores with XLA's
+    must-compile mark. XLA fuses what oneDNN's rewrites leave as separate passes
+    (bias + GELU, residual + LayerNorm) but compiles once per input shape, on the
+    first request of that shape: the padding bounds how many there are.
+    """
+
+    def __init__(self, model):
+        self._model = model
+        self._forward = tf.function(
+            lambda features: model(features, training=False), jit_compile=True
+        )
+
+    def __call__(self, features: dict[str, tf.Tensor], training: bool = False) -> tf.Tensor:
+        if training:
+            raise ValueError("an XLA-compiled serving model runs for inference only")
+        some = next(iter(features.values()))
+        shape = tf.shape(some)
+        rank = some.shape.rank
+        length = padded_length(shape[-1], self._model.config.max_position_embeddings)
+        batch = padded_batch(shape[0])
+        pads = tf.stack([[0, batch - shape[0]]] + [[0, 0]] * (rank - 2) + [[0, length - shape[-1]]])
+        outputs = self._forward({k: tf.pad(v, pads) for k, v in features.items()})
+        outputs = outputs[: shape[0]]
+        # Per-piece outputs (span QA's logits, a tagger's) lose the padded positions.
+        if outputs.shape.rank == rank + 1:
+            outputs = outputs[..., : shape[-1], :]
+        return outputs
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # tf.Module's tracking probes private names
+            raise AttributeError(name)
+        return getattr(self._model, name)
+
+
 def export_saved_model(
     checkpoint_dir: str | os.PathLike[str],
     export_dir: str | os.PathLike[str],
@@ -119,6 +194,7 @@ def export_saved_model(
     max_qa_length: int | None = None,
     model_card: dict | None = None,
     serving_precision: str = "float32",
+    jit_compile: bool = False,
 ) -> str:
     """Writes ``export_dir/<version>/`` and returns its path.
 
@@ -141,6 +217,11 @@ def export_saved_model(
             (`albert_tf.serving.precision`); the signatures are the same.
             A precision this CPU has no instructions for is exported with a
             warning: it would be slower than float32 here.
+        jit_compile: run the model's forward pass XLA-compiled (`XlaCompiledModel`);
+            float32 and bfloat16 only (XLA has no kernel for the int8 export's
+            oneDNN matmul). Loading needs TensorFlow's XLA CPU JIT, which the
+            ``tensorflow`` wheel has; TF Serving runs it only when started with
+            ``--xla_cpu_compilation_enabled`` (docs/serving.md).
 
     The SavedModel is written under a hidden temporary name and renamed, so
     a TF Serving instance watching ``export_dir`` never sees half a model.
@@ -150,6 +231,12 @@ def export_saved_model(
         'exported/albert_mc/1'
     """
     checkpoint_dir, export_dir = os.fspath(checkpoint_dir), os.fspath(export_dir)
+    if jit_compile and serving_precision == "int8":
+        raise ValueError(
+            "jit_compile=True with serving_precision='int8': XLA has no kernel for the "
+            "int8 export's oneDNN matmul (QuantizedMatMulWithBiasAndDequantize); "
+            "compile float32 or bfloat16"
+        )
     tokenizer_dir = tokenizer_path(checkpoint_dir, tokenizer_dir)
     settings = read_finetune_settings(checkpoint_dir)
     task = get_task(settings.get("task"))
@@ -166,6 +253,8 @@ def export_saved_model(
     module, task_metadata, extra_files = task.load("serving").for_export(
         model, tokenizer, settings, max_seq_length, max_qa_length
     )
+    if jit_compile:
+        module.model = XlaCompiledModel(module.model)
 
     version = next_version(export_dir) if version is None else int(version)
     final = os.path.join(export_dir, str(version))
@@ -189,6 +278,7 @@ def export_saved_model(
         **task_metadata,
         "serving_precision": serving_precision,
         "projection_precision": blocks,
+        "jit_compile": jit_compile,
         # Whether the precision suits a CPU depends on these (docs/serving.md).
         "export_cpu_flags": sorted(cpu_flags() & RELEVANT_CPU_FLAGS),
         "vocab_size": model.config.vocab_size,

@@ -38,6 +38,8 @@ Writes ``bench/results/serving.json`` and prints a markdown table::
     python -m bench.serving --smoke                  # tiny model, checks the plumbing
     python -m bench.serving --workloads=batch1 --repeats=3
     python -m bench.serving --variants=savedmodel,hf --workdir=/tmp/srv  # keeps/reuses the export
+    python -m bench.serving --tasks=span_qa,tagging,classification   # the other tasks:
+                                                      # bench.serving.tasks.benchmark
 
 Ratios (medians, same run): ``savedmodel / bare_encoder`` (the serving
 wrapper's overhead; target <= 1.3 at batch 1) and ``hf / savedmodel``
@@ -187,5 +189,33 @@ class Serving(common.Benchmark):
             shutil.rmtree(args.workdir, ignore_errors=True)
 
 
+def tasks_requested(argv: list[str]) -> list[str]:
+    """``--tasks`` of the command line (multiple choice when absent).
+
+    >>> tasks_requested(["--tasks=span_qa,tagging", "--smoke"])
+    ['span_qa', 'tagging']
+    >>> tasks_requested(["--tasks", "classification"]), tasks_requested([])
+    (['classification'], ['multiple_choice'])
+    """
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--tasks", default="multiple_choice")
+    given = parser.parse_known_args(argv)[0].tasks
+    return [t.strip() for t in given.split(",") if t.strip()]
+
+
 if __name__ == "__main__":
-    common.main(Serving())
+    import sys
+
+    tasks = tasks_requested(sys.argv[1:])
+    if tasks == ["multiple_choice"]:
+        common.main(Serving(), [a for a in sys.argv[1:] if not a.startswith("--tasks")])
+    elif "multiple_choice" in tasks:
+        raise SystemExit(
+            "--tasks: multiple choice is its own run (python -m bench.serving, no --tasks); "
+            "the other tasks run together"
+        )
+    else:
+        # Span QA, tagging, classification: bench.serving.tasks (its workers, too).
+        from bench.serving.tasks.benchmark import ServingTasks
+
+        common.main(ServingTasks())
