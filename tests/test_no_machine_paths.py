@@ -5,8 +5,8 @@ The rule, on the tracked files of README.md, docs/, albert_tf/, configs/, apps/,
 and models/ (text files whole; of ``saved_model.pb`` and ``*.model`` files, their
 printable strings):
 
-* an absolute path under ``/work/``, ``/home/``, ``/root/`` or ``/Users/`` is never
-  allowed: it names a folder of the machine that wrote it (a checkout, a run, a user);
+* an absolute path under one of the roots in ``_ROOTS`` (work, home, root, Users) is
+  never allowed: it names a folder of the machine that wrote it (a checkout, a run, a user);
 * an absolute path under ``/tmp/`` is allowed only where the example makes that folder
   itself: in tests/ (scratch folders and placeholders of tests) and on the doctest lines
   (``>>>`` / ``...``) of Python files; anywhere else (docs, configs, a recorded run, a
@@ -38,7 +38,7 @@ _ROOTS = "|".join(["work", "home", "root", "Users"])
 _TMP = "t" + "mp"
 #: An absolute path under a root: at the start of a token (not after a letter, digit,
 #: ``. ~ -`` or ``:``, so relative paths, bucket paths and ``C:/Users`` do not count; after
-#: ``_`` it does: a graph's ``hash_table_/work/...`` names a machine's file).
+#: ``_`` it does: a graph's ``hash_table_`` name followed by a root names a machine's file).
 MACHINE_PATH = re.compile(rf"(?<![A-Za-z0-9.~:-])/(?:{_ROOTS})/")
 TMP_PATH = re.compile(rf"(?<![A-Za-z0-9.~:-])/{_TMP}/")
 DOCTEST_LINE = re.compile(r"^\s*(>>>|\.\.\.)(\s|$)")
@@ -76,6 +76,8 @@ def shipped_files() -> list[str]:
     except (OSError, subprocess.SubprocessError):  # not a git checkout: what is on disk
         files = []
         for top in SCANNED:
+            if (REPO / top).is_file():  # README.md
+                files.append(top)
             for root, dirs, names in os.walk(REPO / top):
                 dirs[:] = [d for d in dirs if not d.startswith((".", "__pycache__"))]
                 files += [os.path.relpath(os.path.join(root, n), REPO) for n in names]
