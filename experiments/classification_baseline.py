@@ -92,6 +92,10 @@ def run_worker(args: argparse.Namespace, units_name: str) -> dict[str, Any]:
         "naive_bayes": baseline.units_and_bigrams,
     }[units_name]
     items = load(args.data, SMOKE_ITEMS if args.smoke else 0)
+    if args.distinct_texts:  # as finetune --distinct_texts reads them
+        from albert_tf.tasks.classification.task import distinct_texts
+
+        items, _ = distinct_texts(items)
     # As finetune --split splits: the copies of one text stay in one part.
     train, dev, test = split_examples(items, [0.8, 0.1, 0.1], seed=0, group=item_group)
     train_texts = {item.text for item in train}
@@ -177,10 +181,16 @@ class ClassificationBaseline(common.Benchmark):
 
     def add_flags(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--data", default=DATA, help="JSON Lines (.gz): id, text, label")
+        parser.add_argument(
+            "--distinct_texts",
+            action="store_true",
+            help="one review of each text, the smallest id's (finetune --distinct_texts)",
+        )
 
     def header(self, args: argparse.Namespace) -> dict[str, Any]:
         return {
             "data": os.path.relpath(args.data),
+            "distinct_texts": args.distinct_texts,
             "split": "split_examples(items, [0.8, 0.1, 0.1], seed=0, group=item_group)",
             "results": {},
         }

@@ -21,3 +21,9 @@ class ClassificationSettings(TaskSettings):
         "classification: dev metric that picks the best checkpoint: accuracy (default), "
         "macro_f1 or mcc; pearson (default) or spearman for regression.",
     )
+    distinct_texts: bool = setting(
+        False,
+        "classification: keep one item of each text (with its pair) of --train_files, the "
+        "one of the smallest id, before the split: a set whose reviews repeat word for "
+        "word then trains on each once and tests on texts no training read.",
+    )

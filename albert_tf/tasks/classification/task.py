@@ -19,6 +19,24 @@ def unseen_texts(items: list, train: list) -> list:
     return [item for item in items if (item.text, item.text_pair) not in seen]
 
 
+def distinct_texts(items: list) -> tuple[list, int]:
+    """One item of each text (with its pair): the one of the smallest id, as the split
+    by group would place it; the items in their order, and how many repeats went.
+
+    >>> from albert_tf.tasks.classification.data import ClassificationExample as E
+    >>> kept, dropped = distinct_texts([E("b", "good", label=1), E("a", "good", label=0),
+    ...                                 E("c", "bad", label=0)])
+    >>> [(item.id, item.label) for item in kept], dropped
+    ([('a', 0), ('c', 0)], 1)
+    """
+    first: dict[str, Any] = {}
+    for item in items:
+        if item.group not in first or str(item.id) < str(first[item.group].id):
+            first[item.group] = item
+    kept = {id(item) for item in first.values()}
+    return [item for item in items if id(item) in kept], len(items) - len(first)
+
+
 class ClassificationTask(FineTuningTask):
     spec = SPEC
 
@@ -35,6 +53,9 @@ class ClassificationTask(FineTuningTask):
         train, skipped, names = read_classification(
             options.train_files, label_names=label_names, regression=regression
         )
+        if options.settings.distinct_texts:
+            train, repeats = distinct_texts(train)
+            skipped["repeated_text"] += repeats
         if not regression:
             # Caught here, not as a failed step (labels of -1) or a silent regression model.
             if train and not any(item.label >= 0 for item in train):

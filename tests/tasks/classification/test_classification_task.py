@@ -41,3 +41,21 @@ def test_training_files_without_any_label_are_refused(tmp_path):
     train = _write(tmp_path / "t.jsonl", [{"text": "good"}, {"text": "bad"}])
     with pytest.raises(ValueError, match="no training item has a label"):
         _read([train], num_labels=2)
+
+
+def test_distinct_texts_keep_the_smallest_id_of_each_text(tmp_path):
+    rows = [
+        {"id": "r3", "text": "good", "label": "pos"},
+        {"id": "r1", "text": "good", "label": "neg"},  # the same text: r1 is kept
+        {"id": "r2", "text": "bad", "label": "neg"},
+        {"id": "r4", "text": "good", "text_pair": "x", "label": "pos"},  # another pair
+    ]
+    train = _write(tmp_path / "t.jsonl", rows)
+    assert len(_read([train]).train) == 4
+    data = _read([train], distinct_texts=True)
+    assert [(item.id, item.text, item.text_pair) for item in data.train] == [
+        ("r1", "good", ""),
+        ("r2", "bad", ""),
+        ("r4", "good", "x"),
+    ]
+    assert data.skipped["repeated_text"] == 1
