@@ -238,3 +238,16 @@ def test_cached_file_is_whole(tmp_path):
     assert not os.path.exists(path + ".partial")
     lines = pathlib.Path(path).read_text().splitlines()
     assert [json.loads(line)["id"] for line in lines] == ["q1", "q2"]
+
+
+def test_squad_v2_json_lines_from_datasets_keep_unanswerable_questions(tmp_path):
+    # Dataset.to_json writes JSON Lines that the reader reads as they are, with
+    # Hugging Face's answer columns: empty ones mark an unanswerable question.
+    path = str(tmp_path / "squad_v2.jsonl")
+    datasets.Dataset.from_dict(_squad_v2_rows()).to_json(path)
+    items, skipped = read_span_qa([path])
+    assert [(i.id, i.impossible, len(i.answers)) for i in items] == [
+        ("q1", False, 1),
+        ("q2", True, 0),
+    ]
+    assert not skipped

@@ -146,6 +146,10 @@ def _example(
     else:
         raw_answers = _answer_list(raw)
         labelled = True
+        # Hugging Face's squad_v2 (``Dataset.to_json``) marks an unanswerable question by
+        # empty answer columns alone, with no "is_impossible".
+        if isinstance(raw, dict) and raw.get("text") == [] and raw.get("answer_start") == []:
+            impossible = True
     answers: dict[tuple[int, int], Answer] = {}
     for answer in [] if impossible else raw_answers:
         text = answer.get("text") if isinstance(answer, dict) else None
