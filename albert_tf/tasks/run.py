@@ -204,9 +204,8 @@ def run_finetuning(options: FineTuningOptions) -> dict:
     trainer = task.trainer(model, tokenizer, data, options, **common)
     if options.gradient_accumulation_steps is None:  # auto: the memory plan decides
         accumulation = _planned_accumulation(trainer, data.train, devices, strategy)
-        trainer.gradient_accumulation_steps = common["gradient_accumulation_steps"] = accumulation
-        if options.eval_batch_size is None:  # twice a micro-batch, as the trainer sets it
-            trainer.eval_batch_size = 2 * (options.batch_size // accumulation)
+        trainer.set_gradient_accumulation(accumulation)
+        common["gradient_accumulation_steps"] = accumulation  # the test scores' trainer too
     result = trainer.fit(data.train, data.dev)
     summary = {k: v for k, v in result.items() if k != "history"}
     if data.test:

@@ -197,8 +197,7 @@ class FineTuningTrainer:
         self.output_dir = os.fspath(output_dir)
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
-        # Evaluation holds no gradients: twice what one micro-batch holds fits.
-        self.eval_batch_size = eval_batch_size or 2 * (batch_size // gradient_accumulation_steps)
+        self._given_eval_batch_size = eval_batch_size
         self.learning_rate, self.num_epochs = learning_rate, num_epochs
         self.num_train_steps, self.warmup_proportion = num_train_steps, warmup_proportion
         self.optimizer_name, self.weight_decay_rate = optimizer, weight_decay_rate
@@ -214,13 +213,20 @@ class FineTuningTrainer:
             fused_kernels=fused_kernels,
         )
         set_implementation(model, self.implementation)
-        self.gradient_accumulation_steps = gradient_accumulation_steps
+        self.set_gradient_accumulation(gradient_accumulation_steps)
         self.jit_compile, self.steps_per_loop = jit_compile, steps_per_loop
         self.max_consecutive_nonfinite_steps = max_consecutive_nonfinite_steps
         #: The training precision, read from the model (mixed_float16 -> float16).
         self.precision = _precision_of(model)
         # Dev and test batches are split over the replicas too.
         self._predict = distributed_function(self.strategy, self._logits, [self.batch_spec[0]])
+
+    def set_gradient_accumulation(self, steps: int) -> None:
+        """Micro-batches per optimizer step (also after construction, as a memory plan
+        chooses them before `fit`); a dev/test batch size not given follows them."""
+        self.gradient_accumulation_steps = steps
+        # Evaluation holds no gradients: twice what one micro-batch holds fits.
+        self.eval_batch_size = self._given_eval_batch_size or 2 * (self.batch_size // steps)
 
     @property
     def batch_spec(self) -> tuple[dict[str, tf.TensorSpec], tf.TensorSpec]:
