@@ -9,7 +9,7 @@ all from one seed: the order is random, the padding small.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -59,3 +59,27 @@ def padded(rows: Sequence[dict], key: str, fill: int = 0) -> np.ndarray:
     for r, row in enumerate(rows):
         out[r, : len(row[key])] = row[key]
     return out
+
+
+#: The packed ids every task's model reads, padded alike (`padded_batches`).
+PACKED_KEYS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def padded_batches(
+    rows: Sequence[dict], batch_size: int, *, shuffle: bool, seed: int, bucket_batches: int
+) -> Iterator[tuple[dict[str, np.ndarray], list[dict]]]:
+    """One pass over ``rows`` (each with 1-D `PACKED_KEYS`) as `bucketed_batches` orders
+    them: each batch's packed ids padded to its longest row, and its rows (whose labels
+    the task stacks its own way).
+
+    >>> rows = [{k: [1] * n for k in PACKED_KEYS} for n in (3, 1)]
+    >>> [(f["token_ids"].shape, len(r)) for f, r in padded_batches(
+    ...     rows, 2, shuffle=False, seed=0, bucket_batches=1)]
+    [((2, 3), 2)]
+    """
+    lengths = [len(row["token_ids"]) for row in rows]
+    for batch in bucketed_batches(
+        lengths, batch_size, shuffle=shuffle, seed=seed, bucket_batches=bucket_batches
+    ):
+        chosen = [rows[i] for i in batch]
+        yield {key: padded(chosen, key) for key in PACKED_KEYS}, chosen

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.batching import bucketed_batches, padded
+from albert_tf.data.batching import padded_batches
 from albert_tf.tasks.span_qa.data import Answer, QAExample
 from albert_tf.tokenizers.offsets import check_offsets
 
@@ -226,14 +226,7 @@ def span_qa_batches(
 ) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
     """One pass over ``windows`` in batches padded to their own longest window;
     labels int32 [batch, 2] (start, end positions)."""
-    batches = bucketed_batches(
-        [len(w["token_ids"]) for w in windows],
-        batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        bucket_batches=BUCKET_BATCHES,
-    )
-    for batch in batches:
-        rows = [windows[i] for i in batch]
-        features = {key: padded(rows, key) for key in ("token_ids", "segment_ids", "padding_mask")}
+    for features, rows in padded_batches(
+        windows, batch_size, shuffle=shuffle, seed=seed, bucket_batches=BUCKET_BATCHES
+    ):
         yield features, np.stack([w["labels"] for w in rows])

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.batching import bucketed_batches, padded
+from albert_tf.data.batching import padded, padded_batches
 from albert_tf.tasks.tagging.data import Entity, TaggingExample
 from albert_tf.tokenizers.offsets import check_offsets
 
@@ -234,14 +234,7 @@ def tagging_batches(
     With ``shuffle``, windows are shuffled, sorted by length inside groups of
     `BUCKET_BATCHES` batches, and the batches shuffled again, all from ``seed``.
     """
-    batches = bucketed_batches(
-        [len(w["token_ids"]) for w in windows],
-        batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        bucket_batches=BUCKET_BATCHES,
-    )
-    for batch in batches:
-        rows = [windows[i] for i in batch]
-        features = {key: padded(rows, key) for key in ("token_ids", "segment_ids", "padding_mask")}
+    for features, rows in padded_batches(
+        windows, batch_size, shuffle=shuffle, seed=seed, bucket_batches=BUCKET_BATCHES
+    ):
         yield features, padded(rows, "tags", fill=IGNORED)  # a window's tags: as long as its ids
