@@ -14,6 +14,8 @@ datasets = pytest.importorskip("datasets")
 tf = pytest.importorskip("tensorflow")
 tfds = pytest.importorskip("tensorflow_datasets")
 
+from helpers.finetuning_start import tfds_rows  # noqa: E402
+
 from albert_tf.data import public_datasets  # noqa: E402
 from albert_tf.tasks.classification.data import read_classification  # noqa: E402
 from albert_tf.tasks.multiple_choice.data import read_multiple_choice  # noqa: E402
@@ -149,18 +151,6 @@ def test_ordinary_files_are_left_alone(tmp_path):
     ]
 
 
-def _consistent_examples(rows):
-    """An ``as_dataset_fn`` for `tfds.testing.mock_data` that yields ``rows(split)``
-    in the dataset's own feature layout (TFDS's random mock text has answers that
-    are not in their contexts)."""
-
-    def as_dataset(builder, split, **_):
-        spec = builder.info.features.get_tensor_spec()
-        return tf.data.Dataset.from_generator(lambda: iter(rows(str(split))), output_signature=spec)
-
-    return as_dataset
-
-
 def test_tfds_squad_v2_through_mock_data():
     def rows(split):
         for i, impossible in enumerate([False, True, False]):
@@ -180,7 +170,7 @@ def test_tfds_squad_v2_through_mock_data():
                 },
             }
 
-    with tfds.testing.mock_data(as_dataset_fn=_consistent_examples(rows)):
+    with tfds.testing.mock_data(as_dataset_fn=tfds_rows(rows)):
         path = public_datasets.dataset_file("tfds:squad/v2.0:validation", lambda _: None)
     items, skipped = read_span_qa([path])
     assert [(i.id, i.impossible, len(i.answers)) for i in items] == [
@@ -204,7 +194,7 @@ def test_tfds_conll2003_tags_by_their_class_names():
         # conll2003's own label order: O, B-PER, I-PER, B-ORG, I-ORG, B-LOC, ...
         yield {"tokens": ["Peter", "Blackburn"], "pos": [0, 0], "chunks": [0, 0], "ner": [1, 2]}
 
-    with tfds.testing.mock_data(as_dataset_fn=_consistent_examples(rows)):
+    with tfds.testing.mock_data(as_dataset_fn=tfds_rows(rows)):
         path = public_datasets.dataset_file("tfds:conll2003:test", lambda _: None)
     (item,), _ = read_tagging([path])
     assert [(e.start, e.end, e.label) for e in item.entities] == [(0, 15, "PER")]
@@ -220,7 +210,7 @@ def test_tfds_race_is_read_as_multiple_choice():
             "answers": ["A"],
         }
 
-    with tfds.testing.mock_data(as_dataset_fn=_consistent_examples(rows)):
+    with tfds.testing.mock_data(as_dataset_fn=tfds_rows(rows)):
         path = public_datasets.dataset_file("tfds:race/high:test", lambda _: None)
     items, skipped = read_multiple_choice([path])
     assert [(i.options[i.label], len(i.options)) for i in items] == [("umbrella", 4)]

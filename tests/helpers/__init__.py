@@ -12,6 +12,8 @@ puts tests/ on pytest's ``pythonpath``; worker scripts run in a subprocess put t
 * `training_utils`: tiny pretraining runs (config, options, the pretrain command, ports).
 * `mc_helpers`: the tiny English and Chinese multiple-choice models, built once a session.
 * `classifier_helpers`: the tiny text classifiers of the app tests, built once a session.
+* `finetuning_start`: what a tiny fine-tuning run starts from (`tiny_start`), and rows
+  served through TFDS's mock data in a dataset's own layout (`tfds_rows`).
 * `span_task_helpers`: the tiny Chinese tagger and span QA model of the app tests, built
   once a session.
 * `serving_scripts`: the op-registry scan that starts a fresh-process SavedModel script.

@@ -8,8 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers.mc_helpers import train_tokenizer
-from helpers.testing_utils import TWO_LAYERS, tiny_config
+from helpers.finetuning_start import tiny_start
 
 from albert_tf.tasks.classification.data import read_classification
 from albert_tf.tasks.run import run_finetuning
@@ -24,13 +23,7 @@ SEQ, BATCH = 32, 16
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
     root = tmp_path_factory.mktemp("plan")
-    train_tokenizer("en", root / "tokenizer")
-    from albert_tf.tokenizers import load_tokenizer
-
-    vocab = load_tokenizer(root / "tokenizer").vocabulary_size
-    tiny_config(
-        vocab_size=vocab, **TWO_LAYERS, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
-    ).to_hf_json(root / "config.json")
+    tiny_start(root, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     rows = [
         {
             "id": f"t{i}",

@@ -8,9 +8,7 @@ import json
 
 import numpy as np
 import pytest
-import tensorflow as tf
-from helpers.mc_helpers import train_tokenizer
-from helpers.testing_utils import TWO_LAYERS, tiny_config
+from helpers.finetuning_start import tfds_rows, tiny_start
 
 from albert_tf.tasks.run import run_finetuning
 from albert_tf.tasks.span_qa.settings import SpanQASettings
@@ -29,13 +27,7 @@ def _cache(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
-    root = tmp_path_factory.mktemp("public")
-    train_tokenizer("en", root / "tokenizer")
-    from albert_tf.tokenizers import load_tokenizer
-
-    vocab = load_tokenizer(root / "tokenizer").vocabulary_size
-    tiny_config(vocab_size=vocab, **TWO_LAYERS).to_hf_json(root / "config.json")
-    return {"init_config": str(root / "config.json"), "tokenizer_dir": str(root / "tokenizer")}
+    return tiny_start(tmp_path_factory.mktemp("public"))
 
 
 def _options(start, tmp_path, **more) -> FineTuningOptions:
@@ -71,17 +63,11 @@ def _qa_rows(count: int, seed: int, impossible_every: int = 0):
         }
 
 
-def _tfds_rows(rows):
-    def as_dataset(builder, split, **_):
-        spec = builder.info.features.get_tensor_spec()
-        seed = 0 if str(split).startswith("train") else 1
-        return tf.data.Dataset.from_generator(lambda: iter(rows(seed)), output_signature=spec)
-
-    return as_dataset
-
-
 def test_tfds_squad_fine_tunes_and_evaluates(start, tmp_path, capsys):
-    with tfds.testing.mock_data(as_dataset_fn=_tfds_rows(lambda seed: _qa_rows(40, seed))):
+    def rows(split):  # training and validation questions of their own
+        return _qa_rows(40, 0 if split.startswith("train") else 1)
+
+    with tfds.testing.mock_data(as_dataset_fn=tfds_rows(rows)):
         summary = run_finetuning(
             _options(
                 start,
