@@ -98,10 +98,6 @@ def _exported(model: str, work: str, log: Callable[[str], None]) -> str:
     return export_saved_model(checkpoint, os.path.join(work, "export"))
 
 
-def _batches(count: int, size: int) -> list[tuple[int, int]]:
-    return [(start, min(start + size, count)) for start in range(0, count, size)]
-
-
 def predict_file(
     model: str,
     inputs: Sequence[str],
@@ -135,7 +131,8 @@ def predict_file(
     work = tempfile.mkdtemp(prefix="albert_tf_predict_")
     try:
         path = saved_model_dir(model)
-        if not storage.exists(os.path.join(path, "saved_model.pb")):
+        exported_here = not storage.exists(os.path.join(path, "saved_model.pb"))
+        if exported_here:  # a model folder: its temporary export goes with `work`
             path = _exported(path, work, log)
         metadata = json.loads(storage.read_text(os.path.join(path, METADATA)))
         task = get_task(metadata.get("task"))
@@ -156,13 +153,13 @@ def predict_file(
         signature = signatures[predictor.signature]
         rows: list[dict] = []
         started = time.perf_counter()
-        batches = _batches(len(items), batch_size)
         bar = None
         if progress:
             from tqdm import tqdm
 
             bar = tqdm(total=len(items), unit="item", desc="predict")
-        for start, end in batches:
+        for start in range(0, len(items), batch_size):
+            end = min(start + batch_size, len(items))
             outputs = signature(**predictor.request(items[start:end]))
             rows += predictor.rows(items[start:end], {k: v.numpy() for k, v in outputs.items()})
             if bar is not None:
@@ -181,7 +178,7 @@ def predict_file(
             storage.write_json_atomic(written[-1], content)
         summary: dict[str, Any] = {
             "task": task.name,
-            "model": path if path.startswith(model) else model,
+            "model": model if exported_here else path,
             "items": len(items),
             "skipped": dict(skipped),
             "seconds": round(seconds, 3),
