@@ -5,7 +5,9 @@ BERT/ALBERT: the score of a tag sequence is the sum of its tags' logits, its
 first tag's start score, each consecutive pair's transition score and its last
 tag's end score. Training maximises the gold sequence's log-probability
 (`ConditionalRandomField.log_likelihood`, the forward algorithm); decoding takes
-the best-scoring sequence (`ConditionalRandomField.decode`, Viterbi).
+the best-scoring sequence (`ConditionalRandomField.decode`, Viterbi); each
+position's posterior over its tags is `ConditionalRandomField.marginals`
+(forward-backward), what entity scores read.
 
 Only the positions a mask marks take part: a word's first piece, not its other
 pieces, [CLS], [SEP] or padding. The chain links each marked position to the
@@ -36,7 +38,8 @@ class ConditionalRandomField(keras.layers.Layer):
 
     All start at zero: an untrained CRF decodes as a per-position argmax does.
     The layer has no forward pass of its own (the tagger's output stays its
-    logits); the trainer asks for `log_likelihood`, decoding for `decode`.
+    logits); the trainer asks for `log_likelihood`, decoding for `decode` and
+    `marginals`.
 
     Args:
         num_tags: the tagger's number of tags.
@@ -140,6 +143,70 @@ class ConditionalRandomField(keras.layers.Layer):
         # Back from the front-packed chain to the original positions.
         restore = tf.argsort(order, axis=1, stable=True)[:, :-2]
         return tf.where(mask, tf.gather(path, restore, batch_dims=1), -1)
+
+    def marginals(self, logits, mask) -> tf.Tensor:
+        """float32 [batch, seq, tags]: p(tag at a position = k | the whole sequence)
+        under the chain (forward-backward in log space); each marked position's row
+        sums to 1, unmarked positions' rows are 0.
+
+        Like `decode`, the logits may be log-probabilities: a position's constant
+        shift cancels in the normalisation.
+
+        Example:
+            >>> import numpy as np
+            >>> crf = ConditionalRandomField(2)
+            >>> crf.build()
+            >>> _ = crf.transitions.assign([[-30.0, 0.0], [0.0, 0.0]])  # no 0 after 0
+            >>> logits = np.log(np.array([[[0.9, 0.1], [0.5, 0.5], [0.5, 0.5]]], "float32"))
+            >>> p = crf.marginals(logits, np.array([[True, True, False]]))
+            >>> p.numpy().astype("float64").round(3).tolist()
+            [[[0.818, 0.182], [0.091, 0.909], [0.0, 0.0]]]
+        """
+        return self._forward_backward(logits, mask)[0]
+
+    def log_partition(self, logits, mask) -> tf.Tensor:
+        """float32 [batch]: log Σ over every tag sequence of exp(its score), over the
+        marked positions (0 for a sequence with none): by the forward pass of
+        `marginals`, a separate computation from `log_likelihood`'s."""
+        return self._forward_backward(logits, mask)[1]
+
+    def _forward_backward(self, logits, mask) -> tuple[tf.Tensor, tf.Tensor]:
+        mask = tf.cast(mask, tf.bool)
+        logits, lengths, order = _compact(tf.cast(logits, tf.float32), mask)
+        inside = tf.sequence_mask(lengths, tf.shape(logits)[1])
+        # As tensors: a Keras variable on the left of + drops a broadcast size-1 axis.
+        transitions, start, end_scores = (
+            tf.convert_to_tensor(v) for v in (self.transitions, self.start, self.end)
+        )
+        emits = tf.transpose(logits, [1, 0, 2])  # [steps, batch, tags]
+        later = tf.transpose(inside[:, 1:])  # [steps - 1, batch]: whether a step follows
+
+        # alpha[t, k]: log Σ over tags up to t, ending in k, of their scores.
+        def forward(alpha, inputs):
+            emit, live = inputs
+            moved = tf.reduce_logsumexp(alpha[:, :, None] + transitions, 1) + emit
+            return tf.where(live[:, None], moved, alpha)  # past the end: held
+
+        first = start + emits[0]
+        alphas = tf.concat([first[None], tf.scan(forward, (emits[1:], later), first)], 0)
+        log_z = tf.reduce_logsumexp(alphas[-1] + end_scores, 1)
+
+        # beta[t, k]: log Σ over tags after t, given k at t, of their scores; the
+        # last marked step's (and any later one's) is the end score.
+        end = tf.broadcast_to(end_scores, tf.shape(first))
+
+        def backward(beta, inputs):
+            emit, live = inputs  # step t + 1's logits, and whether it is in the chain
+            moved = tf.reduce_logsumexp(transitions + (emit + beta)[:, None, :], 2)
+            return tf.where(live[:, None], moved, end)
+
+        betas = tf.scan(backward, (emits[1:], later), end, reverse=True)
+        betas = tf.concat([betas, end[None]], 0)
+        posterior = tf.exp(tf.minimum(alphas + betas - log_z[None, :, None], 0.0))
+        posterior = tf.transpose(posterior, [1, 0, 2])  # [batch, steps, tags]
+        restore = tf.argsort(order, axis=1, stable=True)[:, :-2]
+        posterior = tf.gather(posterior, restore, batch_dims=1)
+        return tf.where(mask[:, :, None], posterior, 0.0), tf.where(lengths > 0, log_z, 0.0)
 
     def get_config(self):
         return super().get_config() | {"num_tags": self.num_tags}
