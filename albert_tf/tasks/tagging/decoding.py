@@ -3,13 +3,16 @@
 The one implementation the SavedModel (`TaggerServingModule`), the trainer's
 evaluation and the CoNLL reader's gold tags all run, in steps:
 
-1. `words`: the texts' piece probabilities → their words' (a word's first piece
-   speaks for it) and each word's characters;
+1. `words`: the texts' piece probabilities → their words' (`aggregate_pieces`:
+   a word's first piece speaks for it, or the mean of its pieces, or its most
+   confident piece; `WORD_AGGREGATIONS`) and each word's characters;
 2. `choose_tags`: each word's tag, the most probable one or, with a CRF head,
    the best chain over each text's words (Viterbi);
 3. `chunk`: conlleval's chunks of the tags, read through the tagger's
    `TagScheme` (BIO, IOB1 or BIOES, in any order);
-4. `entities`: the chunks as character spans, labels and scores.
+4. `entities`: the chunks as character spans, labels and scores (per word, its
+   chosen tag's probability, or with a CRF its marginal in the chain,
+   `chain_marginals`; per entity, the mean over its words).
 
 `decode_entities` runs 2 to 4; `chunks` runs 3 on tag names (gold CoNLL tags,
 tests). A tagger's tags are ``O`` and ``B-X``/``I-X`` (`tag_names`), or any
@@ -30,6 +33,10 @@ import tensorflow as tf
 
 # The smallest normal float32: a probability that underflowed to 0 keeps a finite log.
 _TINY = 1.1754944e-38
+
+# How a word of several pieces gets its tag probabilities (`aggregate_pieces`), as the
+# Hugging Face token-classification pipeline's aggregation strategies of these names.
+WORD_AGGREGATIONS = ("first", "average", "max")
 
 
 def tag_names(labels: Iterable[str]) -> list[str]:
@@ -107,8 +114,70 @@ def check_tag_names(tag_names: Sequence[str]) -> None:
 # -- the steps, in-graph ---------------------------------------------------------
 
 
-def words(probabilities: tf.Tensor, packed: dict[str, tf.Tensor]) -> dict[str, tf.RaggedTensor]:
-    """Pieces → words: each word's tag probabilities (its first piece's) and characters.
+def check_word_aggregation(aggregation: str) -> None:
+    """Refuses a word aggregation that is not one of `WORD_AGGREGATIONS`.
+
+    >>> check_word_aggregation("max")
+    >>> check_word_aggregation("mean")
+    Traceback (most recent call last):
+    ...
+    ValueError: word aggregation 'mean' is not one of first, average, max
+    """
+    if aggregation not in WORD_AGGREGATIONS:
+        raise ValueError(
+            f"word aggregation {aggregation!r} is not one of {', '.join(WORD_AGGREGATIONS)}"
+        )
+
+
+def aggregate_pieces(
+    probabilities: tf.Tensor, word_starts: tf.Tensor, aggregation: str = "first"
+) -> tf.Tensor:
+    """float32 [words, tags]: each word's tag probabilities from its pieces' rows.
+
+    A word is a word-start piece and the continuation pieces after it. ``"first"``:
+    the first piece's row; ``"average"``: the mean of the word's rows; ``"max"``: the
+    row of the word's piece whose largest probability is largest (the first such
+    piece on a tie). The Hugging Face pipeline's strategies of the same names pick
+    the same rows; its "simple" and "none" are not word-level.
+
+    Args:
+        probabilities: float32 [pieces, tags], in order (several texts may follow
+            one another: each text's first piece starts a word).
+        word_starts: bool [pieces], whether each piece begins a word.
+        aggregation: one of `WORD_AGGREGATIONS`.
+
+    Example:
+        >>> import numpy as np
+        >>> p = np.array([[0.6, 0.4], [0.1, 0.9], [0.7, 0.3]], "float32")
+        >>> starts = np.array([True, False, True])
+        >>> for how in WORD_AGGREGATIONS:
+        ...     print(how, aggregate_pieces(p, starts, how).numpy().astype(float).round(2).tolist())
+        first [[0.6, 0.4], [0.7, 0.3]]
+        average [[0.35, 0.65], [0.7, 0.3]]
+        max [[0.1, 0.9], [0.7, 0.3]]
+    """
+    check_word_aggregation(aggregation)
+    probabilities = tf.convert_to_tensor(probabilities)
+    is_word = tf.cast(word_starts, tf.bool)
+    if aggregation == "first":
+        return tf.gather(probabilities, tf.where(is_word)[:, 0])
+    word_of_piece = tf.cumsum(tf.cast(is_word, tf.int32)) - 1
+    num_words = tf.reduce_sum(tf.cast(is_word, tf.int32))
+    if aggregation == "average":
+        return tf.math.unsorted_segment_mean(probabilities, word_of_piece, num_words)
+    confidence = tf.reduce_max(probabilities, -1)
+    most = tf.math.unsorted_segment_max(confidence, word_of_piece, num_words)
+    piece = tf.range(tf.shape(confidence)[0])
+    candidate = tf.where(confidence == tf.gather(most, word_of_piece), piece, tf.int32.max)
+    return tf.gather(
+        probabilities, tf.math.unsorted_segment_min(candidate, word_of_piece, num_words)
+    )
+
+
+def words(
+    probabilities: tf.Tensor, packed: dict[str, tf.Tensor], aggregation: str = "first"
+) -> dict[str, tf.RaggedTensor]:
+    """Pieces → words: each word's tag probabilities (`aggregate_pieces`) and characters.
 
     Windows do not overlap (`pack_tagging`), so each piece has one probability row;
     windows that overlapped would be merged here, before any tag is chosen.
@@ -117,11 +186,14 @@ def words(probabilities: tf.Tensor, packed: dict[str, tf.Tensor]) -> dict[str, t
         probabilities: float32 [pieces of all texts, tags], in the texts' piece order.
         packed: `albert_tf.tasks.tagging.preprocessing.pack_tagging`'s output
             (``piece_ids``, ``piece_starts``, ``piece_ends``, ``word_starts``).
+        aggregation: how a word's pieces give its probabilities, one of
+            `WORD_AGGREGATIONS` (``"first"``: its first piece's).
 
     Returns:
         ``probabilities`` float32 ragged [texts, (words), tags]; ``starts``, ``ends``
         int32 ragged [texts, (words)]: each word's characters (end exclusive).
     """
+    check_word_aggregation(aggregation)
     is_word = packed["word_starts"].flat_values
     rows = tf.cast(packed["piece_ids"].value_rowids(), tf.int32)
     nrows = packed["piece_ids"].nrows()
@@ -136,10 +208,19 @@ def words(probabilities: tf.Tensor, packed: dict[str, tf.Tensor]) -> dict[str, t
 
     ends = tf.math.unsorted_segment_max(packed["piece_ends"].flat_values, word_of_piece, num_words)
     return {
-        "probabilities": per_text(tf.gather(probabilities, first)),
+        "probabilities": per_text(aggregate_pieces(probabilities, is_word, aggregation)),
         "starts": per_text(tf.gather(packed["piece_starts"].flat_values, first)),
         "ends": per_text(ends),
     }
+
+
+def _over_chains(run, probabilities: tf.RaggedTensor) -> tf.RaggedTensor:
+    """``run(scores [texts, words, tags], mask [texts, words])`` on each text's chain
+    of words, scored on the log-probabilities, back to ragged [texts, (words), ...]."""
+    scores = tf.math.log(tf.maximum(probabilities, _TINY))
+    mask = tf.sequence_mask(scores.row_lengths())
+    found = run(scores.to_tensor(), mask)
+    return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(found, mask), scores.row_lengths())
 
 
 def choose_tags(probabilities: tf.RaggedTensor, crf=None) -> tf.RaggedTensor:
@@ -148,10 +229,15 @@ def choose_tags(probabilities: tf.RaggedTensor, crf=None) -> tf.RaggedTensor:
     over each text's words, scored on the log-probabilities."""
     if crf is None:
         return tf.ragged.map_flat_values(tf.argmax, probabilities, -1, output_type=tf.int32)
-    scores = tf.math.log(tf.maximum(probabilities, _TINY))
-    mask = tf.sequence_mask(scores.row_lengths())
-    chains = crf.decode(scores.to_tensor(), mask)
-    return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(chains, mask), scores.row_lengths())
+    return _over_chains(crf.decode, probabilities)
+
+
+def chain_marginals(probabilities: tf.RaggedTensor, crf) -> tf.RaggedTensor:
+    """float32 ragged [texts, (words), tags]: each word's tag posterior under the CRF
+    (`ConditionalRandomField.marginals`) over each text's chain of words, scored as
+    `choose_tags` scores it (the log-probabilities), so Viterbi's chain and these
+    marginals read one distribution."""
+    return _over_chains(crf.marginals, probabilities)
 
 
 def _chunk(flat_tags, rows, scheme_arrays) -> dict[str, tf.Tensor]:
@@ -238,7 +324,8 @@ def entities(
 
     Args:
         tags: int32 ragged [texts, (words)].
-        confidence: float32 ragged [texts, (words)]: each word's tag's probability.
+        confidence: float32 ragged [texts, (words)]: each word's tag's probability
+            (or, with a CRF, its marginal).
         starts, ends: int32 ragged [texts, (words)]: each word's characters.
         scheme: the tags' `TagScheme`.
 
@@ -275,8 +362,13 @@ def decode_entities(
     scheme: TagScheme,
     crf=None,
 ) -> dict[str, tf.RaggedTensor]:
-    """Words' tag probabilities → each text's entities: `choose_tags`, then `entities`
-    (an entity's score: the mean probability of its words' chosen tags).
+    """Words' tag probabilities → each text's entities: `choose_tags`, then `entities`.
+
+    An entity's score is the mean over its words of each word's chosen tag's
+    probability: without a CRF its softmax probability; with a CRF its marginal in
+    the chain (`chain_marginals`: p(that word has that tag | the text), every tag
+    sequence weighed). The mean of a span's word marginals is not the probability
+    of the span as a whole, which is at most its smallest word's.
 
     Args:
         probabilities: float32 ragged [texts, (words), tags] (`words`).
@@ -289,7 +381,7 @@ def decode_entities(
         [texts, (words)]: the words' chosen tags.
     """
     tags = choose_tags(probabilities, crf)
-    flat = probabilities.flat_values
+    flat = (probabilities if crf is None else chain_marginals(probabilities, crf)).flat_values
     confidence = tf.gather(flat, tags.flat_values, batch_dims=1)
     found = entities(tags, tags.with_flat_values(confidence), starts, ends, scheme)
     return found | {"tags": tags}
