@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from helpers.paths import REPO
 
+from albert_tf.baselines.overlap import WEIGHTINGS
 from albert_tf.data import read_documents, sample_path
 from albert_tf.recipes.demo_models import ENCODERS, document_split
 from albert_tf.tasks.multiple_choice.data import read_multiple_choice
@@ -121,6 +122,15 @@ def test_evaluate_scores_a_model_against_chance_and_the_overlap_baseline(tmp_pat
     # Random weights: near chance; the overlap baselines see shared characters.
     assert abs(held["accuracy"] - 0.25) < 5 * held["accuracy_stderr"] + 0.02
     assert held["overlap_idf_baseline"] > 0.4 and held["overlap_count_baseline"] > 0.3
+    # The length-normalised two, IDF from the prepared pretraining documents, and the
+    # strongest of the four as "the baseline".
+    for scores in (held, report["held_out_one_sentence"]):
+        four = {w: scores[f"overlap_{w}_baseline"] for w in WEIGHTINGS}
+        assert min(four.values()) > 0.3
+        assert scores["baseline"] == {
+            "weighting": max(four, key=four.get),
+            "accuracy": max(four.values()),
+        }
     short = report["held_out_one_sentence"]
     assert short["items"] == held["items"] and short["chance"] == 0.25
     assert short["overlap_count_baseline"] > 0.3
@@ -152,6 +162,13 @@ def test_rescore_adds_the_one_sentence_figures_to_an_exported_card(tmp_path, mc_
     assert card["held_out_when_exported"]["accuracy"] == 0.31
     assert "(how people use the demo)" in card["good_at"]
     assert card["name"] == "tiny_zh"  # the rest of the card is left alone
+    # The strongest of the four overlap baselines, named in characters.
+    best = card["held_out_one_sentence"]["baseline"]
+    assert best["name"].startswith("shared characters")
+    assert (
+        best["accuracy"] == card["held_out_one_sentence"][f"overlap_{best['weighting']}_baseline"]
+    )
+    assert f"{best['accuracy']:.1%} for the baseline ({best['name']})." in card["good_at"]
 
 
 def test_a_work_dir_from_an_older_demo_models_is_refused_before_training(tmp_path):
@@ -281,6 +298,87 @@ def test_model_card_reads_the_stages_records(tmp_path):
         FileNotFoundError, match=r"finetune/summary.json is missing; run the earlier"
     ):
         model_card("en", str(tmp_path))
+
+
+def test_a_card_names_the_strongest_overlap_baseline_as_the_baseline(tmp_path):
+    from albert_tf.recipes.demo_models import model_card
+
+    _write_stage_files(tmp_path, accuracy=0.8311)
+    # What evaluate writes now: four baselines and the strongest of them.
+    path = tmp_path / "evaluation.json"
+    evaluation = json.loads(path.read_text())
+    evaluation["held_out"] |= {
+        "overlap_count_baseline": 0.685,
+        "overlap_idf_baseline": 0.755,
+        "overlap_normalized_baseline": 0.7705,
+        "overlap_idf_normalized_baseline": 0.8295,
+        "baseline": {"weighting": "idf_normalized", "accuracy": 0.8295},
+    }
+    evaluation["held_out_one_sentence"] |= {
+        "accuracy": 0.8102,
+        "overlap_normalized_baseline": 0.729,
+        "overlap_idf_normalized_baseline": 0.7755,
+        "baseline": {"weighting": "idf_normalized", "accuracy": 0.7755},
+    }
+    path.write_text(json.dumps(evaluation))
+    card = model_card("zh", str(tmp_path))
+    name = "shared characters, length-normalised, weighted by rarity"
+    assert card["held_out_one_sentence"]["baseline"] == {
+        "name": name,
+        "weighting": "idf_normalized",
+        "accuracy": 0.7755,
+    }
+    assert card["held_out"]["baseline"]["name"] == name
+    assert card["held_out_one_sentence"]["overlap_count_baseline"] == 0.4012  # kept
+    assert card["good_at"] == (
+        "Telling the sentence that continues a Chinese passage from sentences of other "
+        "documents: 83.1% of held-out questions, against 25% by chance and 83.0% for the "
+        "baseline (the strongest of four rules picking the option that shares the most "
+        f"characters with the context: {name}). With only the sentence before the options "
+        "as context (how people use the demo): 81.0%, against 77.5% for the baseline "
+        f"({name})."
+    )
+    english = model_card("en", str(tmp_path))
+    assert (
+        "shares the most words with the context: shared words, length-normalised"
+        in (english["good_at"])
+    )
+
+
+def test_held_out_scores_weigh_by_the_prepared_pretraining_documents(tmp_path):
+    from albert_tf.recipes.demo_models.scoring import held_out_scores
+
+    # One question: "the cat" (2 units, both shared) against a 12-unit option sharing
+    # the, sat and on. Counted, the long one wins (3 > 2); length-normalised, the short
+    # one (2 / (√2 + 1) = 0.83 > 3 / (√12 + 1) = 0.67); weighted by rarity in the
+    # pretraining documents (the common, cat rarer, sat and on never seen), the long
+    # one again (1.29 > 1.12; tests/baselines/test_overlap.py has the sums).
+    item = {
+        "id": "test-0-1",
+        "context": "The cat sat on the mat.",
+        "question": "Where?",
+        "options": ["the cat", "The dog sat by an old fence on a hill near farms."],
+        "label": 0,
+    }
+    for name in ("test", "test_one_sentence"):
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps(item) + "\n")
+    documents = [["the", "cat"], ["the dog"], ["the end"]]
+    (tmp_path / "pretrain.jsonl").write_text(
+        "".join(json.dumps({"sentences": d}) + "\n" for d in documents)
+    )
+    report = held_out_scores(str(tmp_path), lambda items: {"accuracy": 1.0, "count": len(items)})
+    for scores in report.values():
+        assert {k: v for k, v in scores.items() if "baseline" in k} == {
+            "overlap_count_baseline": 0.0,
+            "overlap_idf_baseline": 0.0,
+            "overlap_normalized_baseline": 1.0,
+            "overlap_idf_normalized_baseline": 0.0,
+            "baseline": {"weighting": "normalized", "accuracy": 1.0},
+        }
+        assert scores["accuracy"] == 1.0 and scores["chance"] == 0.5
+    (tmp_path / "pretrain.jsonl").unlink()
+    with pytest.raises(FileNotFoundError, match="pretrain.jsonl is missing"):
+        held_out_scores(str(tmp_path), lambda items: {"accuracy": 1.0, "count": len(items)})
 
 
 def test_pretraining_on_finetune_text_leaves_dev_and_test_documents_out(tmp_path):

@@ -7,7 +7,7 @@ import json
 import os
 
 from albert_tf import storage
-from albert_tf.recipes.demo_models.scoring import good_at
+from albert_tf.recipes.demo_models.scoring import good_at, named_baseline
 
 #: The shipped encoders (models/README.md), pretrained on the pretraining documents of
 #: the default corpora's splits (Chinese: with pretrain_on_finetune_text's extra text).
@@ -33,9 +33,12 @@ def model_card(lang: str, work: str) -> dict:
     finetune = read("finetune/summary.json")
     # Work dirs of before --<lang>_encoder lack start.json: they pretrained.
     encoder = read("start.json")["encoder"] if os.path.exists(f"{work}/start.json") else None
-    held = evaluation["held_out"]
+    # The strongest overlap baseline, named in the language's units (work dirs of
+    # before the four baselines name none).
+    held = named_baseline(lang, evaluation["held_out"])
     # Work dirs of before the one-sentence test items lack this report.
     short = evaluation.get("held_out_one_sentence")
+    short = named_baseline(lang, short) if short else None
     # Work dirs of before --pretrain_on_finetune_text lack these two keys; the first of
     # them pretrained on the pretraining documents alone, later ones say how many.
     documents = prepared.get("pretraining_documents", prepared["documents"]["pretrain"])
@@ -83,7 +86,7 @@ def model_card(lang: str, work: str) -> dict:
             "steps": finetune.get("steps"),
             "seconds": round(times.get("finetune", 0.0)),
         },
-        "held_out": evaluation["held_out"],
+        "held_out": held,
         **({"held_out_one_sentence": short} if short else {}),
         "shared_sets": evaluation["shared_sets"],
         "rebuild": rebuild,

@@ -1,6 +1,7 @@
-"""Scoring a demo model: held-out next-sentence accuracy beside chance, the overlap
-baselines and a previous export, accuracy on shared multiple-choice sets, and the
-model card's "good at" line made from those figures."""
+"""Scoring a demo model: held-out next-sentence accuracy beside chance, the four
+overlap baselines (the strongest of them is "the baseline") and a previous export,
+accuracy on shared multiple-choice sets, and the model card's "good at" line made
+from those figures."""
 
 from __future__ import annotations
 
@@ -65,14 +66,31 @@ def _chance(items) -> float:
     return sum(1 / len(i.options) for i in items) / len(items)
 
 
+def training_frequencies(data_dir: str):
+    """The unit document frequencies of the prepared pretraining documents
+    (``pretrain.jsonl``, each document's sentences joined by spaces), which the
+    ``idf_normalized`` baseline weights by."""
+    from albert_tf.baselines.overlap import document_frequencies
+
+    path = os.path.join(data_dir, "pretrain.jsonl")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} is missing; run --stages=prepare in a new --work_dir")
+    with open(path, encoding="utf-8") as f:
+        return document_frequencies(" ".join(json.loads(line)["sentences"]) for line in f)
+
+
 def held_out_scores(
     data_dir: str, score: Callable[[list], dict], previous_model: str | None = None
 ) -> dict:
     """``held_out`` (test items) and ``held_out_one_sentence`` (the same items with one
     sentence of context): ``score(items)``'s accuracy (a dict with ``accuracy`` and
-    ``count``) beside chance, counted and IDF overlap, and the previous model."""
-    from albert_tf.baselines.overlap import overlap_accuracy
+    ``count``) beside chance, the four overlap baselines (``overlap_<weighting>_baseline``,
+    IDF from the prepared pretraining documents), ``baseline``: the strongest of them
+    (``{"weighting": ..., "accuracy": ...}``), and the previous model."""
+    from albert_tf.baselines.overlap import WEIGHTINGS, overlap_accuracy, strongest_baseline
     from albert_tf.tasks.multiple_choice.data import read_multiple_choice
+
+    frequencies = training_frequencies(data_dir)
 
     def held_out(name: str) -> dict:
         path = os.path.join(data_dir, f"{name}.jsonl")
@@ -80,9 +98,13 @@ def held_out_scores(
             raise FileNotFoundError(f"{path} is missing; run --stages=prepare in a new --work_dir")
         items, _ = read_multiple_choice(path)
         scores = _scored(score(items), _chance(items))
-        for weighting in ("count", "idf"):
-            baseline = overlap_accuracy(items, weighting)
-            scores[f"overlap_{weighting}_baseline"] = round(baseline["accuracy"], 4)
+        baselines = {
+            w: round(overlap_accuracy(items, w, frequencies)["accuracy"], 4) for w in WEIGHTINGS
+        }
+        for weighting, accuracy in baselines.items():
+            scores[f"overlap_{weighting}_baseline"] = accuracy
+        weighting, accuracy = strongest_baseline(baselines)
+        scores["baseline"] = {"weighting": weighting, "accuracy": accuracy}
         if previous_model:
             scores["previous_model"] = {
                 "path": os.path.normpath(previous_model),
@@ -91,6 +113,20 @@ def held_out_scores(
         return scores
 
     return {"held_out": held_out("test"), "held_out_one_sentence": held_out(ONE_SENTENCE)}
+
+
+def named_baseline(lang: str, scores: dict) -> dict:
+    """A held-out set's figures with its ``baseline`` named for the card, in the
+    language's units (e.g. "shared characters, length-normalised, weighted by
+    rarity"); figures without a ``baseline`` (scored before the four baselines)
+    unchanged."""
+    from albert_tf.baselines.overlap import baseline_name
+
+    baseline = scores.get("baseline")
+    if not isinstance(baseline, dict):
+        return scores
+    name = baseline_name(baseline["weighting"], _UNITS[lang])
+    return {**scores, "baseline": {"name": name, **baseline}}
 
 
 def evaluate(
@@ -155,19 +191,45 @@ def rescore(lang: str, data_dir: str, saved_model: str) -> str:
                 scores["previous_model"] = before["previous_model"]
             if before.get("accuracy") != scores["accuracy"]:
                 card[f"{key}_when_exported"] = before
-        card[key] = scores
-    card["good_at"] = good_at(lang, report["held_out"], report["held_out_one_sentence"])
+        card[key] = named_baseline(lang, scores)
+    card["good_at"] = good_at(lang, card["held_out"], card["held_out_one_sentence"])
     write_json_atomic(card_path, card)
     return card_path
 
 
+#: What the baselines count, per language.
+_UNITS = {"zh": "characters", "en": "words"}
+
+
 def good_at(lang: str, held: dict, short: dict | None) -> str:
-    """The card's "good at" line from its held-out figures."""
+    """The card's "good at" line from its held-out figures: beside the strongest
+    overlap baseline when they name one (``baseline``), else beside the counted and
+    IDF overlap (cards of before the four baselines)."""
     language = {"zh": "a Chinese", "en": "an English"}[lang]
-    unit = "characters" if lang == "zh" else "words"
+    unit = _UNITS[lang]
     text = (
         f"Telling the sentence that continues {language} passage from sentences of "
-        f"other documents: {held['accuracy']:.0%} of held-out questions, against "
+        f"other documents: "
+    )
+    baseline = held.get("baseline")
+    if isinstance(baseline, dict):
+        name = baseline.get("name") or baseline["weighting"]
+        text += (
+            f"{held['accuracy']:.1%} of held-out questions, against {held['chance']:.0%} by "
+            f"chance and {baseline['accuracy']:.1%} for the baseline (the strongest of "
+            f"four rules picking the option that shares the most {unit} with the "
+            f"context: {name})."
+        )
+        if short and isinstance(short.get("baseline"), dict):
+            best = short["baseline"]
+            text += (
+                " With only the sentence before the options as context (how people use "
+                f"the demo): {short['accuracy']:.1%}, against {best['accuracy']:.1%} for "
+                f"the baseline ({best.get('name') or best['weighting']})."
+            )
+        return text
+    text += (
+        f"{held['accuracy']:.0%} of held-out questions, against "
         f"{held['chance']:.0%} by chance and {held['overlap_idf_baseline']:.0%} for "
         f"picking the option sharing the most {unit} with the context, weighted by "
         "rarity (IDF)."
