@@ -101,14 +101,20 @@ def signature_root(
     that model (checkpoints and conversion still see them), but their graphs
     never read them: saved, they made those SavedModels larger than the
     float32 one. The root holds the variables the traced graphs capture (the
-    lower-precision projections' included) and the tokenizer, whose resources
-    the graphs use.
+    lower-precision projections' included), the tokenizer, whose resources
+    the graphs use, and the module's other state its ``RESOURCES`` names (a
+    multiple-choice export's overlap table).
     """
     concrete = {name: fn.get_concrete_function() for name, fn in functions.items()}
     used = {id(v): v for fn in concrete.values() for v in fn.variables}
     root = tf.Module(name=module.name)
     root.tokenizer = module.tokenizer
     root.serving_variables = list(used.values())
+    root.resources = [
+        getattr(module, name)
+        for name in getattr(module, "RESOURCES", ())
+        if getattr(module, name) is not None
+    ]
     return root, concrete
 
 

@@ -15,7 +15,7 @@ from albert_tf.recipes.demo_models.items import ITEMS_VERSION, prepare
 from albert_tf.recipes.demo_models.scoring import evaluate, rescore
 from albert_tf.storage import write_json_atomic
 
-STAGES = ("prepare", "pretrain", "finetune", "evaluate", "export", "rescore")
+STAGES = ("prepare", "pretrain", "finetune", "combine", "evaluate", "export", "rescore")
 #: Stages a plain run does; ``rescore`` is asked for by name.
 DEFAULT_STAGES = STAGES[:-1]
 
@@ -158,6 +158,18 @@ def build(demo: DemoBuild) -> None:
             ],
             os.path.join(work, "finetune.log"),
         )
+    combined = os.path.join(work, "combination.json")
+    if "combine" in stages and not os.path.exists(combined):
+        from albert_tf.recipes.demo_models.combine import combine, pretraining_documents
+
+        # The best dev checkpoint's score plus the overlap, weighted on the same dev items.
+        record = combine(
+            os.path.join(fine, "best"),
+            os.path.join(data, "dev.jsonl"),
+            pretraining_documents(os.path.join(data, "pretrain.jsonl")),
+        )
+        write_json_atomic(combined, record)
+        print(f"[{lang}] combined with the overlap: {json.dumps(record)}")
     write_json_atomic(times_path, times)
     if "evaluate" in stages:
         previous = demo.previous_model or previous_export(demo.export_dir, demo.version)

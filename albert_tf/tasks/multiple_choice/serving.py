@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from albert_tf.baselines.overlap_in_graph import OverlapScorer
 from albert_tf.models.backbone import BACKBONE_INPUTS
 from albert_tf.serving import length_buckets
 from albert_tf.serving.id_checks import check_max_seq_length, checked_ids
 from albert_tf.tasks.multiple_choice.data import pack_multiple_choice
+from albert_tf.tasks.multiple_choice.head import ABSENT_OPTION_LOGIT
 
 _TEXT = tf.TensorSpec([None], tf.string)
 _OPTIONS = tf.TensorSpec([None, None], tf.string)
@@ -105,6 +107,13 @@ class MultipleChoiceServingModule(tf.Module):
     * ``tokenize(context, question, options)``: the packed ids plus the pieces
       as strings and truncation flags, for display and debugging.
 
+    With an ``overlap_combination`` (fitted on dev, `albert_tf.baselines.combination`),
+    ``serving_default``'s ``logits`` are ``model_weight · model_logits +
+    overlap_weight · overlap`` and it also returns both parts: ``model_logits``
+    and ``overlap`` float32 [B, C], the options' length-normalised, rarity-weighted
+    overlap with context and question (`OverlapScorer`). ``score_ids`` has no text,
+    so it scores with the model alone.
+
     An empty batch (B = 0) gets empty outputs ([0, C] and [0]). Requests past
     the `LIMITS` (options per item, characters per field) fail with
     ``InvalidArgumentError`` naming the limit and the value, before tokenisation.
@@ -116,6 +125,8 @@ class MultipleChoiceServingModule(tf.Module):
         max_qa_length: question+option pieces kept (the last ones).
         context_keep: which end of a too-long context is kept (``"start"`` or
             ``"end"``, `albert_tf.tasks.multiple_choice.data.pack_multiple_choice`).
+        overlap_combination: ``model_weight``, ``overlap_weight``, ``documents`` and
+            ``document_frequency`` (unit → documents), or None for the model alone.
 
     Example:
         >>> module = MultipleChoiceServingModule(model, tok, 128, 64)  # doctest: +SKIP
@@ -127,6 +138,8 @@ class MultipleChoiceServingModule(tf.Module):
 
     #: The SavedModel's signatures, by method name.
     SIGNATURES = ("serving_default", "score_ids", "tokenize")
+    #: State the signatures read besides the model's variables and the tokenizer.
+    RESOURCES = ("overlap",)
 
     def __init__(
         self,
@@ -135,6 +148,7 @@ class MultipleChoiceServingModule(tf.Module):
         max_seq_length: int,
         max_qa_length: int,
         context_keep: str = "start",
+        overlap_combination: dict | None = None,
     ):
         super().__init__(name="albert_multiple_choice")
         check_max_seq_length(model, max_seq_length)
@@ -143,6 +157,15 @@ class MultipleChoiceServingModule(tf.Module):
         self.max_seq_length = max_seq_length
         self.max_qa_length = max_qa_length
         self.context_keep = context_keep
+        self.overlap = None
+        if overlap_combination is not None:
+            self.overlap = OverlapScorer(
+                overlap_combination["documents"], overlap_combination["document_frequency"]
+            )
+            self.weights = (
+                float(overlap_combination["model_weight"]),
+                float(overlap_combination["overlap_weight"]),
+            )
 
     @classmethod
     def for_export(
@@ -156,7 +179,8 @@ class MultipleChoiceServingModule(tf.Module):
         )
         # Packing as in fine-tuning: the model learned from contexts cut this way.
         context_keep = settings.get("context_keep", "start")
-        module = cls(model, tokenizer, max_seq_length, max_qa_length, context_keep)
+        combination = settings.get("overlap_combination")
+        module = cls(model, tokenizer, max_seq_length, max_qa_length, context_keep, combination)
         metadata = {
             "max_qa_length": max_qa_length,
             "context_keep": context_keep,
@@ -165,6 +189,11 @@ class MultipleChoiceServingModule(tf.Module):
             # How large requests are run (the same logits, less padding).
             "length_buckets": length_buckets.RULE,
         }
+        if combination is not None:
+            # The weights and where they came from (the frequencies are in "finetune").
+            metadata["overlap_combination"] = {
+                key: value for key, value in combination.items() if key != "document_frequency"
+            } | {"units": len(combination["document_frequency"]), "score_ids": "model alone"}
         return module, metadata, {}
 
     def _pack(self, context, question, options):
@@ -218,10 +247,30 @@ class MultipleChoiceServingModule(tf.Module):
 
         return tf.cond(tf.shape(token_ids)[0] > 0, run_model, empty_batch)
 
+    def _combined(self, scored: dict, context, question, options) -> dict:
+        """The model's outputs with the overlap added (`OverlapScorer`)."""
+        overlap = self.overlap(tf.strings.join([context, question], " "), options)
+        model_weight, overlap_weight = self.weights
+        # Absent options keep the model's mask (`ABSENT_OPTION_LOGIT`).
+        present = scored["logits"] > ABSENT_OPTION_LOGIT / 2
+        logits = tf.where(
+            present, model_weight * scored["logits"] + overlap_weight * overlap, scored["logits"]
+        )
+        return {
+            "probabilities": tf.where(present, tf.nn.softmax(logits, axis=-1), 0.0),
+            "logits": logits,
+            "prediction": tf.argmax(logits, axis=-1, output_type=tf.int64),
+            "model_logits": scored["logits"],
+            "overlap": overlap,
+        }
+
     @tf.function(input_signature=[_TEXT, _TEXT, _OPTIONS])
     def serving_default(self, context, question, options):
         packed = self._pack(context, question, options)
-        return self._score(packed["token_ids"], packed["segment_ids"], packed["padding_mask"])
+        scored = self._score(packed["token_ids"], packed["segment_ids"], packed["padding_mask"])
+        if self.overlap is None:
+            return scored
+        return self._combined(scored, context, question, options)
 
     @tf.function(input_signature=[_IDS, _IDS, _IDS])
     def score_ids(self, token_ids, segment_ids, padding_mask):
