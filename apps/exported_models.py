@@ -10,7 +10,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 AUTOMATIC = "Automatic: the model of the text's language"
@@ -136,3 +136,47 @@ def unknown_share(pieces: Iterable[str]) -> float:
     """The share of real (non-special) pieces the vocabulary did not know."""
     real = [p for p in pieces if p not in SPECIAL_PIECES]
     return sum(p in UNKNOWN_PIECES for p in real) / max(len(real), 1)
+
+
+def score_parts(
+    result: Mapping[str, Sequence[Sequence[float]]], meta: Mapping
+) -> tuple[dict[str, list[float]], str] | None:
+    """The two parts of each option's score (first item of the batch) when the
+    multiple-choice export adds the overlap to the model in its graph: its
+    ``serving_default`` then also returns ``model_logits`` and ``overlap`` [B, C],
+    and ``assets.extra/albert_tf.json`` holds the weights under
+    ``overlap_combination``. Returns the table's columns and a line that says how
+    they make the score; None for an export of the model alone.
+
+    >>> meta = {"overlap_combination": {"model_weight": 0.5, "overlap_weight": 2.0}}
+    >>> columns, how = score_parts({"model_logits": [[1.0, -2.0]], "overlap": [[0.25, 0.0]]}, meta)
+    >>> columns
+    {'model part': [0.5, -1.0], 'overlap part': [0.5, 0.0]}
+    >>> how.split(" (")[0]
+    "Each score is 0.5 × the model's logit + 2 × the overlap"
+    >>> score_parts({"logits": [[1.0]]}, meta) is None
+    True
+    """
+    if "model_logits" not in result or "overlap" not in result:
+        return None
+    logits = [float(x) for x in result["model_logits"][0]]
+    overlap = [float(x) for x in result["overlap"][0]]
+    combination = meta.get("overlap_combination")
+    combination = combination if isinstance(combination, dict) else {}
+    weights = [combination.get(k) for k in ("model_weight", "overlap_weight")]
+    if not all(isinstance(w, int | float) and not isinstance(w, bool) for w in weights):
+        # The parts without the weights that combine them: shown as they are.
+        return {"model logit": logits, "overlap": overlap}, (
+            "This export returns the model's logit and the overlap of each option, but "
+            "not the weights that combine them into its score."
+        )
+    model_weight, overlap_weight = (float(w) for w in weights)
+    columns = {
+        "model part": [model_weight * x for x in logits],
+        "overlap part": [overlap_weight * x for x in overlap],
+    }
+    return columns, (
+        f"Each score is {model_weight:.3g} × the model's logit + {overlap_weight:.3g} × the "
+        "overlap (the units an option shares with the context, length-normalised, weighted "
+        "by rarity); the probabilities are their softmax."
+    )

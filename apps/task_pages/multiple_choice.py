@@ -7,8 +7,10 @@ It lists the exports whose ``assets.extra/albert_tf.json`` says ``"task":
 repository ships two, ``albert_demo_zh`` and ``albert_demo_en``; ``python -m
 albert_tf.demo_models`` rebuilds them. What this page owns: the context, question and
 options, their limits, the card's figures for the demo's own use (a one-sentence
-context beside counting shared characters or words), each option's probability and
-truncation flags. The rest is the shared skeleton, ``apps/page.py``.
+context beside the baseline: the strongest rule of counting shared characters or
+words), each option's probability and truncation flags, and, for an export that adds
+that overlap to the model's score in its graph, both parts of each score. The rest is
+the shared skeleton, ``apps/page.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import tensorflow as tf
 APPS_DIR = str(Path(__file__).resolve().parents[1])
 if APPS_DIR not in sys.path:  # the script reruns on every interaction
     sys.path.insert(0, APPS_DIR)
-from exported_models import MULTIPLE_CHOICE_TASKS  # noqa: E402
+from exported_models import MULTIPLE_CHOICE_TASKS, score_parts  # noqa: E402
 from page import Answer, Example, Field, TaskPage, number  # noqa: E402
 
 # Larger inputs get a message instead of a long wait: the model reads at most
@@ -68,13 +70,37 @@ EXAMPLES = (
 )
 
 
+def strongest_baseline(held: dict) -> tuple[str, float] | None:
+    """The card's "baseline" of a held-out set (the strongest overlap rule): its
+    name and accuracy; None for cards of before it."""
+    baseline = held.get("baseline")
+    if not isinstance(baseline, dict) or number(baseline.get("accuracy")) is None:
+        return None
+    name = baseline.get("name") or baseline.get("weighting") or "shared units"
+    return str(name), float(baseline["accuracy"])
+
+
 def show_one_sentence_figures(card: dict) -> None:
     """The card's held-out figures for the demo's own use pattern: a context of
-    one sentence, beside what counting shared characters/words scores."""
+    one sentence, beside the baseline (older cards: counting shared characters/words)."""
     short = card.get("held_out_one_sentence")
     if not isinstance(short, dict) or number(short.get("accuracy")) is None:
         return
     accuracy = float(short["accuracy"])
+    baseline = strongest_baseline(short)
+    if baseline is not None:
+        name, figure = baseline
+        st.sidebar.metric(
+            "Held-out accuracy, one-sentence context",
+            f"{accuracy:.1%}",
+            f"{accuracy - figure:+.1%} vs the baseline",
+        )
+        details = [f"the baseline, the best rule of shared units ({name}): {figure:.1%}"]
+        previous = short.get("previous_model")
+        if isinstance(previous, dict) and number(previous.get("accuracy")) is not None:
+            details.append(f"the model this one replaced: {previous['accuracy']:.1%}")
+        st.sidebar.caption("On the same questions, " + "; ".join(details) + ".")
+        return
     counted = number(short.get("overlap_count_baseline"))
     delta = f"{accuracy - counted:+.1%} vs counting shared units" if counted is not None else None
     st.sidebar.metric("Held-out accuracy, one-sentence context", f"{accuracy:.1%}", delta)
@@ -194,7 +220,10 @@ class MultipleChoicePage(TaskPage):
                 details.append(
                     f"on {held['items']:,.0f} next-sentence questions from documents it never saw"
                 )
-            if number(held.get("overlap_idf_baseline")) is not None:
+            baseline = strongest_baseline(held)
+            if baseline is not None:
+                details.append(f"the baseline ({baseline[0]}) scores {baseline[1]:.1%}")
+            elif number(held.get("overlap_idf_baseline")) is not None:
                 details.append(
                     "word/character overlap with the context scores "
                     f"{held['overlap_idf_baseline']:.1%}"
@@ -230,16 +259,22 @@ class MultipleChoicePage(TaskPage):
         with right:
             st.metric("Options", len(options))
         packed = answer.packed
+        # An export that adds the overlap to the model's score returns both parts.
+        parts = score_parts(answer.result, answer.meta)
+        columns, how = parts if parts is not None else ({}, "")
         table = pd.DataFrame(
             {
                 "option": options,
                 "probability": [round(float(p), 4) for p in probabilities],
+                **{k: [round(x, 4) for x in v[: len(options)]] for k, v in columns.items()},
                 "pieces": [int(n) for n in packed["padding_mask"][0].sum(-1)],
                 "context truncated": packed["context_truncated"][0].tolist(),
                 "question+option truncated": packed["qa_truncated"][0].tolist(),
             }
         )
         st.dataframe(table, hide_index=True)
+        if how:
+            st.caption(how)
 
     def token_rows(self, answer: Answer) -> list[tuple[str | None, list[str]]]:
         pieces, mask = answer.packed["pieces"][0], answer.packed["padding_mask"][0] > 0

@@ -239,6 +239,72 @@ def test_a_partial_model_card_is_shown_without_a_crash(card, mc_models, tmp_path
         ) in sidebar
 
 
+def test_a_card_naming_the_strongest_baseline_is_compared_with_it(mc_models, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    # A card written since the four overlap baselines: each held-out set names the
+    # strongest as "baseline", and the page compares the model with that one alone.
+    name = "shared characters, length-normalised, weighted by rarity"
+    card = {
+        "held_out": {
+            "accuracy": 0.8311,
+            "chance": 0.25,
+            "overlap_idf_baseline": 0.755,
+            "baseline": {"name": name, "weighting": "idf_normalized", "accuracy": 0.8295},
+        },
+        "held_out_one_sentence": {
+            "accuracy": 0.8102,
+            "overlap_count_baseline": 0.677,
+            "overlap_idf_baseline": 0.7305,
+            "baseline": {"name": name, "weighting": "idf_normalized", "accuracy": 0.7755},
+            "previous_model": {"path": "models/exported/albert_demo_zh/6", "accuracy": 0.7275},
+        },
+    }
+    export = tmp_path / "strongest" / "1"
+    shutil.copytree(mc_models["zh"]["saved_model"], export)
+    (export / "assets.extra" / "model_card.json").write_text(json.dumps(card))
+    monkeypatch.setenv("ALBERT_MODELS_DIR", str(tmp_path))
+    app = AppTest.from_file(str(PAGE), default_timeout=180).run()
+    assert not app.exception, app.exception
+    short = app.sidebar.metric[1]
+    assert (short.label, short.value) == ("Held-out accuracy, one-sentence context", "81.0%")
+    assert short.delta == "+3.5% vs the baseline"
+    captions = "\n".join(c.value for c in app.sidebar.caption)
+    assert f"the baseline ({name}) scores 83.0%" in captions
+    assert (
+        f"On the same questions, the baseline, the best rule of shared units ({name}): 77.5%; "
+        "the model this one replaced: 72.8%."
+    ) in captions
+    assert "counting shared" not in captions and "weighted by rarity: 73" not in captions
+    # This export scores with the model alone: no parts of the score in the table.
+    assert "model part" not in app.dataframe[0].value.columns
+
+
+def test_score_parts_split_each_option_score_by_the_export_weights(monkeypatch):
+    monkeypatch.syspath_prepend(str(APPS))
+    from exported_models import score_parts
+
+    # What serving_default returns when the export adds the overlap in its graph
+    # (a batch of one, three options), and the weights its albert_tf.json records.
+    result = {
+        "logits": np.array([[1.1, -0.4, 0.35]], np.float32),
+        "model_logits": np.array([[1.0, -2.0, 0.5]], np.float32),
+        "overlap": np.array([[0.2, 0.5, 0.0]], np.float32),
+    }
+    meta = {"overlap_combination": {"model_weight": 0.7, "overlap_weight": 2.0, "documents": 9}}
+    columns, how = score_parts(result, meta)
+    np.testing.assert_allclose(columns["model part"], [0.7, -1.4, 0.35], rtol=1e-6)
+    np.testing.assert_allclose(columns["overlap part"], [0.4, 1.0, 0.0], rtol=1e-6)
+    # The two parts add up to the logits the probabilities are the softmax of.
+    total = np.add(columns["model part"], columns["overlap part"])
+    np.testing.assert_allclose(total, result["logits"][0], rtol=1e-6)
+    assert how.startswith("Each score is 0.7 × the model's logit + 2 × the overlap")
+    # Parts without their weights are shown as they are; an older export has none.
+    columns, how = score_parts(result, {"overlap_combination": {"model_weight": "?"}})
+    assert list(columns) == ["model logit", "overlap"] and "not the weights" in how
+    assert score_parts({k: result[k] for k in ("logits",)}, meta) is None
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 def test_app_renders_and_answers_in_headless_chromium(mc_models, tmp_path):
     with app_in_chromium(APP, mc_models["zh"]["export"].parent, tmp_path) as page:
