@@ -1,4 +1,5 @@
-"""Tagging (named entities) data: the readers, files of any format → `TaggingExample` items.
+"""Tagging (named entities) data: the readers, files of any format → `TaggingExample` items,
+and `pack_sentences`, which joins neighbouring training sentences into longer texts.
 
 An item is a text and its entities, each an `Entity` span of character
 offsets (code points, end exclusive) and a label. Formats, detected per file
@@ -100,6 +101,81 @@ class TaggingExample:
     entities: tuple[Entity, ...]
     lang: str = ""
     labelled: bool = True  # False: its source had no annotation (a test file)
+
+
+# -- training texts from neighbouring sentences -------------------------------
+
+
+def _separator(before: str, after: str) -> str:
+    """What joins two texts: nothing beside a CJK character or punctuation (Chinese and
+    Japanese run on without spaces) or existing whitespace, else one space."""
+
+    def close(char: str) -> bool:
+        return is_cjk_char(char) or bool(_CJK_PUNCTUATION.match(char)) or char.isspace()
+
+    if not before or not after:
+        return ""
+    return "" if close(before[-1]) or close(after[0]) else " "
+
+
+def pack_sentences(
+    items: Sequence[TaggingExample], max_chars: int, max_items: int | None = None
+) -> list[TaggingExample]:
+    """Consecutive items joined, in order, into texts of at most ``max_chars``
+    characters (and at most ``max_items`` items), their entities shifted with them:
+    training texts in which each sentence has its neighbours, as in the paragraphs a
+    tagger is sent.
+
+    Items are joined by `_separator` (nothing in Chinese, one space between words of
+    space-separated scripts), decided from the two characters at the join, so any
+    tokenizer reads the text as it reads the sentences. Only labelled items of the
+    same ``lang`` are joined; an unlabelled one, or one longer than ``max_chars``,
+    stays alone in its place: no item is dropped. A joined item's id is its items'
+    ids joined by ``+``.
+
+    >>> a = TaggingExample("1", "王明在北京。", (Entity(0, 2, "PER"), Entity(3, 5, "LOC")), "zh")
+    >>> b = TaggingExample("2", "李华来了。", (Entity(0, 2, "PER"),), "zh")
+    >>> c = TaggingExample("3", "Smith left.", (Entity(0, 5, "PER"),))
+    >>> d = TaggingExample("4", "Jones came.", (Entity(0, 5, "PER"),))
+    >>> [(x.id, x.text, [(e.start, e.label) for e in x.entities])
+    ...  for x in pack_sentences([a, b, c, d], 30)]
+    [('1+2', '王明在北京。李华来了。', [(0, 'PER'), (3, 'LOC'), (6, 'PER')]), \
+('3+4', 'Smith left. Jones came.', [(0, 'PER'), (12, 'PER')])]
+    """
+    if max_chars < 1 or (max_items is not None and max_items < 1):
+        raise ValueError(
+            f"max_chars and max_items must be at least 1, got {max_chars}, {max_items}"
+        )
+    packed: list[TaggingExample] = []
+    group: list[TaggingExample] = []
+    text = ""
+    entities: list[Entity] = []
+
+    def close() -> None:
+        if len(group) == 1:
+            packed.append(group[0])  # as it was
+        elif group:
+            first = group[0]
+            ids = "+".join(item.id for item in group)
+            packed.append(TaggingExample(ids, text, tuple(entities), first.lang, True))
+        group.clear()
+        entities.clear()
+
+    for item in items:
+        joinable = bool(group) and item.labelled and item.lang == group[0].lang
+        separator = _separator(text, item.text) if joinable else ""
+        full = max_items is not None and len(group) >= max_items
+        if not joinable or full or len(text) + len(separator) + len(item.text) > max_chars:
+            close()
+            text, separator = "", ""
+        offset = len(text) + len(separator)
+        text += separator + item.text
+        group.append(item)
+        entities += [Entity(e.start + offset, e.end + offset, e.label) for e in item.entities]
+        if not item.labelled:
+            close()  # never joined to what follows
+    close()
+    return packed
 
 
 # -- reading -----------------------------------------------------------------

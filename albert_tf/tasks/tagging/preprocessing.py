@@ -1,8 +1,9 @@
 """Tagging's preprocessing: texts → the model's windows, and training tags on them.
 
-`pack_tagging` cuts texts into ``[CLS] pieces [SEP]`` windows in-graph, keeping
-where every piece came from (the SavedModel runs it; so does training through
-`encode_tagging`, which adds each word's BIO tag, `piece_tags`).
+`pack_tagging` cuts texts into ``[CLS] pieces [SEP]`` windows in-graph, overlapping
+by a stride, keeping where every piece came from and which window owns it (where
+it has the most context); the SavedModel runs it, and so does training through
+`encode_tagging`, which adds each word's BIO tag (`piece_tags`) in its owner only.
 `tagging_batches` batches windows for training and evaluation.
 """
 
@@ -17,8 +18,8 @@ from albert_tf.data.batching import padded, padded_batches
 from albert_tf.tasks.tagging.data import Entity, TaggingExample
 from albert_tf.tokenizers.offsets import check_offsets
 
-#: The label of a piece that is not scored: [CLS], [SEP], padding and the
-#: pieces after a word's first.
+#: The label of a piece that is not scored: [CLS], [SEP], padding, the pieces
+#: after a word's first, and a piece in a window that does not own it.
 IGNORED = -1
 #: Items packed per tokenizer call when encoding for training.
 _ENCODE_CHUNK = 256
@@ -26,22 +27,67 @@ _ENCODE_CHUNK = 256
 BUCKET_BATCHES = 16
 
 
-def pack_tagging(texts: tf.Tensor, tokenizer, max_seq_length: int) -> dict[str, tf.Tensor]:
+def check_stride(stride: int | None, max_seq_length: int) -> int:
+    """The step between the starts of a long text's windows, checked: ``stride``, or
+    None for a whole window (``max_seq_length - 2`` pieces: windows that do not
+    overlap, as exports made before strides read texts).
+
+    >>> check_stride(None, 16), check_stride(5, 16)
+    (14, 5)
+    """
+    width = max_seq_length - 2
+    if stride is None:
+        return width
+    if not 1 <= stride <= width:
+        raise ValueError(
+            f"tagging_stride={stride}: a window holds max_seq_length - 2 = {width} pieces "
+            f"and the next one starts at most that far on; give --tagging_stride from 1 to "
+            f"{width} (or raise --max_seq_length)"
+        )
+    return stride
+
+
+def half_window(max_seq_length: int) -> int:
+    """The default stride of a fine-tuning run: half a window, rounded up, so that
+    every piece away from a text's ends has at least a quarter of a window of
+    context on each side, for about twice the windows of a long text.
+
+    >>> half_window(128)
+    63
+    """
+    return max(1, (max_seq_length - 1) // 2)
+
+
+def pack_tagging(
+    texts: tf.Tensor, tokenizer, max_seq_length: int, stride: int | None = None
+) -> dict[str, tf.Tensor]:
     """Raw text → model inputs in windows, and where every piece came from; in-graph.
 
-    A text longer than ``max_seq_length - 2`` pieces is cut into consecutive
-    windows of that many pieces, each packed as ``[CLS] window [SEP]``; the
-    windows of all texts are the model's batch. Their pieces, in window order,
-    are the texts' pieces in order, so per-piece outputs map straight back.
+    A text of ``L`` pieces longer than a window (``W = max_seq_length - 2``
+    pieces) gets ``1 + ceil((L - W) / stride)`` windows, the k-th holding its
+    pieces from ``k * stride`` on (the last one up to the text's end), each packed
+    as ``[CLS] window [SEP]``; a shorter text gets one window, an empty one none.
+    The windows of all texts are the model's batch.
+
+    Where windows overlap, a piece is read by each of them; the one that *owns*
+    it is the window where it has the most context (BERT's ``run_squad`` rule: the
+    highest ``min(pieces left, pieces right) + 0.01 * window length``, the
+    earlier window on a tie). Each piece has one owned slot, and the owned
+    slots in window order are the texts' pieces in order, so per-piece outputs
+    masked with ``owned`` map straight back.
 
     Args:
         texts: tf.string [B].
         tokenizer: a tokenizer with character offsets (`check_offsets`).
         max_seq_length: longest packed window, [CLS] and [SEP] included (≥ 3).
+        stride: pieces between the starts of a text's windows, 1 to ``W``
+            (`check_stride`; None: ``W``, windows that do not overlap).
 
     Returns:
         ``token_ids``, ``segment_ids``, ``padding_mask``: int32 [windows, S];
-        ``window_text``: int32 [windows], the text each window comes from;
+        ``owned``: bool [windows, S], the slots whose piece the window owns;
+        ``window_text``, ``window_start``: int32 [windows], the text each window
+        comes from and its first piece's index among that text's pieces;
         ``piece_ids``, ``piece_starts``, ``piece_ends``: int32 ragged [B, (pieces)],
         each piece's id and its characters' span in its text (end exclusive);
         ``word_starts``: bool ragged [B, (pieces)], whether a piece begins a word
@@ -53,18 +99,32 @@ def pack_tagging(texts: tf.Tensor, tokenizer, max_seq_length: int) -> dict[str, 
         )
     check_offsets(tokenizer, "tagging")
     width = max_seq_length - 2
+    step = check_stride(stride, max_seq_length)
     ids, starts, ends = tokenizer.tokenize_with_offsets(tf.convert_to_tensor(texts, tf.string))
     lengths = tf.cast(ids.row_lengths(), tf.int32)
-    windows_per_text = (lengths + width - 1) // width
-    first_window = tf.cumsum(windows_per_text, exclusive=True)
-    position = tf.ragged.range(lengths).flat_values
-    window_of_piece = tf.gather(first_window, tf.cast(ids.value_rowids(), tf.int32)) + (
-        position // width
+    extra = tf.maximum(lengths - width, 0)
+    windows_per_text = tf.where(lengths > 0, 1 + (extra + step - 1) // step, 0)
+    window_text = tf.repeat(tf.range(tf.size(lengths)), windows_per_text)
+    window_start = tf.ragged.range(windows_per_text).flat_values * step
+    window_length = tf.minimum(width, tf.gather(lengths, window_text) - window_start)
+    first_piece = tf.cast(tf.gather(ids.row_starts(), window_text), tf.int32) + window_start
+    # Each window's slots as indices into all texts' pieces (ragged [windows, (length)]).
+    slots = tf.ragged.range(first_piece, first_piece + window_length)
+    piece = slots.flat_values
+    # BERT's score, times 100 to stay in integers: 100 * min(left, right) + length.
+    left = piece - tf.repeat(first_piece, window_length)
+    length = tf.repeat(window_length, window_length)
+    score = 100 * tf.minimum(left, length - 1 - left) + length
+    num_pieces = tf.size(ids.flat_values)
+    best = tf.math.unsorted_segment_max(score, piece, num_pieces)
+    # Of a piece's best slots, the first: slots are in window order.
+    slot = tf.range(tf.size(piece))
+    earliest = tf.math.unsorted_segment_min(
+        tf.where(score == tf.gather(best, piece), slot, tf.int32.max), piece, num_pieces
     )
-    num_windows = tf.reduce_sum(windows_per_text)
-    windows = tf.RaggedTensor.from_value_rowids(
-        ids.flat_values, tf.cast(window_of_piece, tf.int64), nrows=tf.cast(num_windows, tf.int64)
-    )
+    owned = slots.with_flat_values(tf.equal(slot, tf.gather(earliest, piece)))
+    windows = slots.with_flat_values(tf.gather(ids.flat_values, piece))
+    num_windows = tf.size(window_text)
     column = tf.ones([num_windows, 1], tf.int32)
     packed = tf.concat(
         [
@@ -75,11 +135,16 @@ def pack_tagging(texts: tf.Tensor, tokenizer, max_seq_length: int) -> dict[str, 
         axis=1,
     )
     token_ids = packed.to_tensor(default_value=tokenizer.pad_id)
+    unowned = tf.RaggedTensor.from_tensor(tf.zeros([num_windows, 1], tf.bool))  # [CLS], [SEP]
     return {
         "token_ids": token_ids,
         "segment_ids": tf.zeros_like(token_ids),
         "padding_mask": tf.sequence_mask(packed.row_lengths(), tf.shape(token_ids)[1], tf.int32),
-        "window_text": tf.repeat(tf.range(tf.size(lengths)), windows_per_text),
+        "owned": tf.concat([unowned, owned, unowned], axis=1).to_tensor(
+            default_value=False, shape=tf.shape(token_ids)
+        ),
+        "window_text": window_text,
+        "window_start": window_start,
         "piece_ids": ids,
         "piece_starts": starts,
         "piece_ends": ends,
@@ -153,12 +218,16 @@ def encode_tagging(
     tokenizer,
     max_seq_length: int,
     tag_names: Sequence[str],
+    stride: int | None = None,
 ) -> list[dict]:
-    """Packs every item once: its windows with their tags, and its pieces' spans.
+    """Packs every item once (`pack_tagging`, windows ``stride`` pieces apart): its
+    windows with their tags, and its pieces' spans.
 
     Returns one dict per item: ``windows``, a list of dicts of 1-D int32
-    ``token_ids``, ``segment_ids``, ``padding_mask`` and ``tags`` (`IGNORED`
-    where not scored) of the window's own length; ``word_pieces`` (the pieces
+    ``token_ids``, ``segment_ids``, ``padding_mask`` and ``tags``, and bool
+    ``owned``, of the window's own length: a piece's tag is in the one window that
+    owns it (`IGNORED` in the others, so that training counts its loss once, where
+    it has the most context) and `IGNORED` where not scored; ``word_pieces`` (the pieces
     that start words), ``word_start_chars`` and ``word_end_chars`` (`word_spans`);
     ``entities``, the gold spans as ``(start, end, label)`` tuples; ``lost``, the
     entities with a boundary inside a word (`piece_tags`); ``labelled``.
@@ -179,14 +248,16 @@ def encode_tagging(
             f"training writes BIO tags, and the model has no {missing}: fine-tune from a "
             "tagger with B- and I- tags for each entity type, or from an encoder"
         )
-    width = max_seq_length - 2
     encoded: list[dict] = []
     for begin in range(0, len(items), _ENCODE_CHUNK):
         chunk = items[begin : begin + _ENCODE_CHUNK]
-        packed = pack_tagging(tf.constant([item.text for item in chunk]), tokenizer, max_seq_length)
+        texts = tf.constant([item.text for item in chunk])
+        packed = pack_tagging(texts, tokenizer, max_seq_length, stride)
         arrays = {k: packed[k].numpy() for k in ("token_ids", "segment_ids", "padding_mask")}
         lengths = arrays["padding_mask"].sum(-1)
+        owned = packed["owned"].numpy()
         window_text = packed["window_text"].numpy()
+        window_start = packed["window_start"].numpy()
         starts, ends = packed["piece_starts"].to_list(), packed["piece_ends"].to_list()
         word_starts = packed["word_starts"].to_list()
         for row, item in enumerate(chunk):
@@ -204,12 +275,12 @@ def encode_tagging(
                 len(item.text),
             )
             windows = []
-            for k, w in enumerate(np.flatnonzero(window_text == row)):
-                n = lengths[w]
+            for w in np.flatnonzero(window_text == row):
+                n, begin = lengths[w], window_start[w]
                 window = {key: value[w, :n] for key, value in arrays.items()}
-                window["tags"] = np.concatenate(
-                    [[IGNORED], tags[k * width : k * width + n - 2], [IGNORED]]
-                ).astype(np.int32)
+                window["owned"] = owned[w, :n]
+                inside = np.where(owned[w, 1 : n - 1], tags[begin : begin + n - 2], IGNORED)
+                window["tags"] = np.concatenate([[IGNORED], inside, [IGNORED]]).astype(np.int32)
                 windows.append(window)
             encoded.append(
                 {

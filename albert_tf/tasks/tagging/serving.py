@@ -9,7 +9,7 @@ import tensorflow as tf
 from albert_tf.models.backbone import BACKBONE_INPUTS
 from albert_tf.serving.id_checks import at_most_chars, check_max_seq_length
 from albert_tf.tasks.tagging.decoding import decode_entities, tag_scheme, words
-from albert_tf.tasks.tagging.preprocessing import pack_tagging
+from albert_tf.tasks.tagging.preprocessing import check_stride, pack_tagging
 from albert_tf.tokenizers.offsets import check_offsets
 
 _TEXT = tf.TensorSpec([None], tf.string)
@@ -29,7 +29,9 @@ class TaggerServingModule(tf.Module):
       −1 padded; ``labels`` string [B, E] ("" padded); ``scores`` float32
       [B, E] (the mean probability of the entity's word tags; 0 padded). E is
       the most entities of any text in the batch. A text longer than one
-      window (``max_seq_length - 2`` pieces) is tagged window by window.
+      window (``max_seq_length - 2`` pieces) is read in windows ``stride``
+      pieces apart, and each piece's tag probabilities are those of the window
+      where it has the most context (`pack_tagging`'s ``owned``).
     * ``tokenize(text [B])`` → ``pieces`` string [B, P] ("" padded),
       ``starts``/``ends`` int32 [B, P] (−1 padded) and ``word_starts`` bool:
       what the model reads, and where each piece came from.
@@ -46,6 +48,8 @@ class TaggerServingModule(tf.Module):
         tokenizer: its tokenizer (with ``tokenize_with_offsets``).
         max_seq_length: longest packed window, [CLS] and [SEP] included.
         tag_names: the model's tags: ``O`` and BIO or BIOES tags, in any order.
+        stride: pieces between the starts of a long text's windows (`check_stride`;
+            None: ``max_seq_length - 2``, windows that do not overlap).
 
     Example:
         >>> module = TaggerServingModule(model, tok, 128, ["O", "B-PER", "I-PER"])  # doctest: +SKIP
@@ -56,7 +60,14 @@ class TaggerServingModule(tf.Module):
     #: The SavedModel's signatures, by method name.
     SIGNATURES = ("serving_default", "tokenize")
 
-    def __init__(self, model, tokenizer, max_seq_length: int, tag_names: Sequence[str]):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        max_seq_length: int,
+        tag_names: Sequence[str],
+        stride: int | None = None,
+    ):
         super().__init__(name="albert_tagger")
         check_max_seq_length(model, max_seq_length)
         check_offsets(tokenizer, "tagging")
@@ -65,6 +76,7 @@ class TaggerServingModule(tf.Module):
         self.model = model
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
+        self.stride = check_stride(stride, max_seq_length)
         self.scheme = tag_scheme(tag_names)
 
     @classmethod
@@ -72,10 +84,17 @@ class TaggerServingModule(tf.Module):
         cls, model, tokenizer, settings: dict, max_seq_length: int, max_qa_length: int | None = None
     ) -> tuple[TaggerServingModule, dict, dict]:
         """The module an export serves (``settings``: ``finetune.json``), what
-        ``assets.extra/albert_tf.json`` records of it, and ``labels.json`` (the tags)."""
+        ``assets.extra/albert_tf.json`` records of it, and ``labels.json`` (the tags).
+
+        The stride is fine-tuning's ``tagging_stride``, at most a window of the
+        export's ``max_seq_length``; a run that recorded none (made before
+        strides) is served as it was trained, in windows that do not overlap."""
         tag_names = list(settings.get("label_names", []))
-        module = cls(model, tokenizer, max_seq_length, tag_names)
-        metadata = {"label_names": tag_names, "limits": LIMITS}
+        stride = settings.get("tagging_stride")
+        if stride is not None:
+            stride = min(int(stride), max_seq_length - 2)
+        module = cls(model, tokenizer, max_seq_length, tag_names, stride)
+        metadata = {"label_names": tag_names, "tagging_stride": module.stride, "limits": LIMITS}
         return module, metadata, {"labels.json": tag_names}
 
     def _pack(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -84,10 +103,11 @@ class TaggerServingModule(tf.Module):
         )
         with tf.control_dependencies([check]):
             text = tf.identity(text)
-        return pack_tagging(text, self.tokenizer, self.max_seq_length)
+        return pack_tagging(text, self.tokenizer, self.max_seq_length, self.stride)
 
     def _piece_probabilities(self, packed: dict[str, tf.Tensor]) -> tf.Tensor:
-        """float32 [pieces of all texts, tags], in the texts' piece order."""
+        """float32 [pieces of all texts, tags], in the texts' piece order: each
+        piece's from the window that owns it."""
         token_ids = packed["token_ids"]
         num_tags = self.model.num_tags
 
@@ -99,10 +119,8 @@ class TaggerServingModule(tf.Module):
             return tf.zeros([0, tf.shape(token_ids)[1], num_tags], tf.float32)
 
         logits = tf.cond(tf.shape(token_ids)[0] > 0, run_model, no_windows)
-        pieces = tf.reduce_sum(packed["padding_mask"], -1) - 2
-        width = tf.maximum(tf.shape(logits)[1] - 1, 0)
-        # Each window's pieces sit after its [CLS]; windows are in text order.
-        return tf.boolean_mask(tf.nn.softmax(logits)[:, 1:], tf.sequence_mask(pieces, width))
+        # Owned slots in window order are the texts' pieces in order.
+        return tf.boolean_mask(tf.nn.softmax(logits), packed["owned"])
 
     def _entities(self, packed: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         return self.decode(self._piece_probabilities(packed), packed)

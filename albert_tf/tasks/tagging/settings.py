@@ -1,4 +1,5 @@
-"""`TaggingSettings`: the shape of a fresh tagger head and the learning rate of its CRF."""
+"""`TaggingSettings`: the shape of a fresh tagger head, the learning rate of its CRF, and
+how long texts are read and training texts made."""
 
 from __future__ import annotations
 
@@ -31,4 +32,22 @@ class TaggingSettings(TaskSettings):
         "They start at zero: at a base-size model's 1e-5 they barely move, and NER recipes "
         "give a CRF about 1e-3. Follows the same warm-up and decay.",
         lower_bound=0.0,
+    )
+    tagging_stride: int | None = setting(
+        None,
+        "tagging: pieces between the starts of a long text's windows, 1 to max_seq_length - 2 "
+        "(default: half a window). Windows overlap by the rest, and each piece is tagged by "
+        "the window where it has the most context on both sides (BERT's rule), in training, "
+        "evaluation and the export (which records it). max_seq_length - 2: no overlap. "
+        "Hugging Face's pipeline stride is the overlap instead.",
+        lower_bound=1,
+    )
+    tagging_pack_chars: int = setting(
+        0,
+        "tagging: join consecutive training sentences, in file order, into texts of up to "
+        "this many characters (a longer sentence stays alone), so that the model learns "
+        "with each sentence's neighbours around it, as in the paragraphs it will be sent; "
+        "dev and test sentences stay as they are. 0: off. Useful where the file keeps "
+        "documents in order (People's Daily does).",
+        lower_bound=0,
     )

@@ -20,7 +20,9 @@ class TaggingTask(FineTuningTask):
         self, options: FineTuningOptions, report: Callable[[str, list, Any], None]
     ) -> TaskData:
         from albert_tf.tasks.tagging.data import check_tag_names, read_tagging, tag_names
+        from albert_tf.tasks.tagging.preprocessing import check_stride
 
+        check_stride(options.settings.tagging_stride, options.max_seq_length)  # before reading
         train, skipped = read_tagging(options.train_files)
         if not any(item.labelled for item in train):
             raise ValueError(
@@ -82,7 +84,14 @@ class TaggingTask(FineTuningTask):
                 )
             # A factor on the schedule: the CRF warms up and decays with the rest.
             common["learning_rate_multipliers"] = {"crf/": rate / common["learning_rate"]}
-        return self.spec.load("trainer")(model, tokenizer, tag_names=data.label_names, **common)
+        return self.spec.load("trainer")(
+            model,
+            tokenizer,
+            tag_names=data.label_names,
+            stride=options.settings.tagging_stride,
+            pack_chars=options.settings.tagging_pack_chars,
+            **common,
+        )
 
     def extra_scores(self, best, test: list, train: list, log: Callable[[str], None]) -> dict:
         """The gazetteer baseline on the same test sentences: every training entity

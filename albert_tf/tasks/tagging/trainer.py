@@ -2,8 +2,11 @@
 
 Cross-entropy over the BIO tags of each word's first piece (Chinese: of each
 character), a mean over those pieces; with a CRF head, the chain's negative
-log-likelihood instead, over the same pieces. The best checkpoint by dev entity
-F1 (exact spans and types, as conlleval and seqeval count them).
+log-likelihood instead, over the same pieces. A long text is read in overlapping
+windows, and each piece is scored in the one window where it has the most
+context (`pack_tagging`), in training, evaluation and the SavedModel alike.
+The best checkpoint by dev entity F1 (exact spans and types, as conlleval and
+seqeval count them).
 """
 
 from __future__ import annotations
@@ -14,9 +17,15 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.tasks.tagging import SPEC
-from albert_tf.tasks.tagging.data import Entity, TaggingExample
+from albert_tf.tasks.tagging.data import Entity, TaggingExample, pack_sentences
 from albert_tf.tasks.tagging.decoding import decode_entities, tag_scheme
-from albert_tf.tasks.tagging.preprocessing import IGNORED, encode_tagging, tagging_batches
+from albert_tf.tasks.tagging.preprocessing import (
+    IGNORED,
+    check_stride,
+    encode_tagging,
+    half_window,
+    tagging_batches,
+)
 from albert_tf.tokenizers.offsets import check_offsets
 from albert_tf.training.finetuning.metrics import entity_scores
 from albert_tf.training.finetuning.trainer import FineTuningTrainer
@@ -35,6 +44,14 @@ class TaggingTrainer(FineTuningTrainer):
         tag_names: the tag of each of the model's outputs (`tag_names` makes ``O``
             then ``B-X``, ``I-X`` per type; a converted tagger's come in any order,
             `tag_scheme`); saved with the model as its ``label_names``.
+        stride: pieces between the starts of a long text's windows, 1 to
+            ``max_seq_length - 2`` (default: `half_window`); saved as
+            ``tagging_stride``, which the export serves.
+        pack_chars: above 0, the training sentences (never dev or test ones) are
+            joined in their order into texts of up to this many characters
+            (`pack_sentences`), so that the model reads sentences beside their
+            neighbours, as it will read pasted paragraphs; saved as
+            ``tagging_pack_chars``.
 
     Example:
         >>> trainer = TaggingTrainer(model, tokenizer, tag_names=["O", "B-PER", "I-PER"],
@@ -48,9 +65,24 @@ class TaggingTrainer(FineTuningTrainer):
     label_spec = tf.TensorSpec([None, None], tf.int32)
     label_padding = IGNORED
 
-    def __init__(self, model, tokenizer, *, tag_names: Sequence[str], **kwargs):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        tag_names: Sequence[str],
+        stride: int | None = None,
+        pack_chars: int = 0,
+        **kwargs,
+    ):
         check_offsets(tokenizer, "tagging")  # before anything is built: a must
         super().__init__(model, tokenizer, **kwargs)
+        self.stride = check_stride(
+            half_window(self.max_seq_length) if stride is None else stride, self.max_seq_length
+        )
+        if pack_chars < 0:
+            raise ValueError(f"tagging_pack_chars must be 0 (off) or more, got {pack_chars}")
+        self.pack_chars = pack_chars
         self.scheme = tag_scheme(tag_names)  # refuses tags it cannot decode
         if len(tag_names) != model.num_tags:
             raise ValueError(
@@ -61,7 +93,20 @@ class TaggingTrainer(FineTuningTrainer):
         self._decode_graph = None
 
     def encode(self, items: Sequence[TaggingExample]) -> list[dict]:
-        return encode_tagging(items, self.tokenizer, self.max_seq_length, self.tag_names)
+        return encode_tagging(
+            items, self.tokenizer, self.max_seq_length, self.tag_names, self.stride
+        )
+
+    def fit(self, train, dev) -> dict:
+        if self.pack_chars and train and isinstance(train[0], TaggingExample):
+            packed = pack_sentences(train, self.pack_chars)
+            print(
+                f"train: {len(train)} texts joined in order into {len(packed)} of up to "
+                f"{self.pack_chars} characters (--tagging_pack_chars)",
+                flush=True,
+            )
+            train = packed
+        return super().fit(train, dev)
 
     def batches(self, encoded, batch_size, shuffle=False, seed=0):
         windows = [window for item in encoded for window in item["windows"]]
@@ -103,8 +148,8 @@ class TaggingTrainer(FineTuningTrainer):
             loss += float(self.loss_sums(logits[:, : tags.shape[1]], tags)[0])
             probabilities = tf.nn.softmax(logits, -1).numpy()
             for row, k in enumerate(batch):
-                n = len(windows[k][1]["token_ids"])
-                pieces[k] = probabilities[row, 1 : n - 1]
+                owned = windows[k][1]["owned"]  # the pieces this window speaks for
+                pieces[k] = probabilities[row, : len(owned)][owned]
         per_item: list[list[np.ndarray]] = [[] for _ in encoded]
         for (i, _), p in zip(windows, pieces, strict=True):
             per_item[i].append(p)
@@ -186,4 +231,9 @@ class TaggingTrainer(FineTuningTrainer):
         }
 
     def task_settings(self) -> dict:
-        return {"task": SPEC.name, "label_names": self.tag_names}
+        return {
+            "task": SPEC.name,
+            "label_names": self.tag_names,
+            "tagging_stride": self.stride,
+            "tagging_pack_chars": self.pack_chars,
+        }

@@ -234,8 +234,11 @@ def test_saved_model_finds_the_trainers_entities_in_a_fresh_process(tagger, tmp_
     assert json.loads((extra / "labels.json").read_text()) == TAGS
     metadata = json.loads((extra / "albert_tf.json").read_text())
     assert metadata["task"] == "tagging" and metadata["limits"]["max_text_chars"] == 20000
+    # The trainer's default stride, half a window, is what the export reads with.
+    assert metadata["tagging_stride"] == trainer.stride == 11
     items = _sentences(6, 3)
-    # Longer than one window of 22 pieces: entities in the second window count too.
+    # Longer than one window of 22 pieces: entities in the second window count too
+    # (windows 11 pieces apart, each piece read where it has the most context).
     long = TaggingExample("long", "。".join(x.text for x in items[:4]), ())
     texts = [x.text for x in items] + [long.text, "", "no entity here"]
     report = _served(path, texts, tmp_path)
@@ -315,6 +318,8 @@ def test_finetune_command_tags_from_files(tokenizer, mc_models, tmp_path):
             "--batch_size=8",
             "--tagger_crf",
             "--tagger_crf_learning_rate=1e-2",
+            "--tagging_stride=7",
+            "--tagging_pack_chars=60",
             "--progress=false",
         ],
         capture_output=True,
@@ -326,8 +331,10 @@ def test_finetune_command_tags_from_files(tokenizer, mc_models, tmp_path):
 
     assert "tagger_head/crf/transitions" in read_weights(tmp_path / "run" / "best")
     # The CRF's own rate, 1e-2 against the run's default 1e-5: a factor of 1,000.
-    factors = read_finetune_settings(tmp_path / "run" / "best")["learning_rate_multipliers"]
-    assert factors == {"crf/": pytest.approx(1000.0)}
+    saved = read_finetune_settings(tmp_path / "run" / "best")
+    assert saved["learning_rate_multipliers"] == {"crf/": pytest.approx(1000.0)}
+    assert saved["tagging_stride"] == 7 and saved["tagging_pack_chars"] == 60
+    assert "texts joined in order into" in run.stdout  # training sentences only
     assert "skipped 2 bad input(s): {'entity_text_mismatch': 1, 'invalid_json': 1}" in run.stdout
     assert "train: " in run.stdout and "entities {'LOC':" in run.stdout
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -337,6 +344,7 @@ def test_finetune_command_tags_from_files(tokenizer, mc_models, tmp_path):
     assert summary["test_gazetteer"]["f1"] > 0.9
     extra = tmp_path / "exported" / "1" / "assets.extra"
     assert json.loads((extra / "labels.json").read_text()) == TAGS
+    assert json.loads((extra / "albert_tf.json").read_text())["tagging_stride"] == 7
     card = json.loads((extra / "model_card.json").read_text())
     assert card["task"] == "named entities: LOC, ORG, PER"
     assert card["held_out"]["f1"] == summary["test"]["f1"]
