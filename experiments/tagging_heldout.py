@@ -15,7 +15,13 @@ same sentences::
 
     python -m experiments.tagging_heldout \\
         --export=models/exported/albert_ner_zh/1 \\
-        --pretraining_text=runs/demo_models/zh/data/pretrain.jsonl
+        --pretraining_text=runs/demo_models/zh/data/pretrain.jsonl --join=8
+
+``--join=N`` also sends the same test sentences, in file order, joined N at a time
+into one text each (`pack_sentences`: no separator in Chinese), as people paste
+paragraphs, and scores their entities (offsets shifted) with the same scorer: the
+report's ``joined`` beside ``all``, the sentences alone. ``--max_test=K`` scores the
+first K test sentences only (a smoke run).
 
 ``--pretraining_text`` is the JSON Lines the demo's ``prepare`` stage wrote for the
 encoder (one document per line, ``{"sentences": [...]}``); the encoder's
@@ -37,6 +43,8 @@ from bench.common import SHARED_DATA, machine_info
 
 DATA = os.path.join(SHARED_DATA, "tagging", "zh_peoples_daily_1998_ner.jsonl.gz")
 BATCH = 64
+#: Longest joined text: the export's limit on one text.
+MAX_JOINED_CHARS = 20_000
 
 
 def pretraining_sentences(path: str) -> set[str]:
@@ -77,6 +85,16 @@ def exported_entities(export: str, texts: list[str]) -> list[set[tuple[int, int,
     return found
 
 
+def export_stride(export: str) -> int | None:
+    """The stride the export reads long texts with (None: made before strides, windows
+    that do not overlap)."""
+    path = os.path.join(export, "assets.extra", "albert_tf.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("tagging_stride")
+
+
 def scores(gold: list, predicted: list) -> dict[str, Any]:
     from albert_tf.training.finetuning.metrics import entity_scores
 
@@ -84,6 +102,25 @@ def scores(gold: list, predicted: list) -> dict[str, Any]:
     rounded = {k: round(result[k], 4) for k in ("precision", "recall", "f1")}
     per_type = {label: round(s["f1"], 4) for label, s in result["per_label"].items()}
     return rounded | {"f1_per_type": per_type, "sentences": len(gold)}
+
+
+def joined_scores(export: str, test: list, n: int) -> dict[str, Any]:
+    """The tagger's scores on ``test`` joined ``n`` sentences a text, in order."""
+    from albert_tf.tasks.tagging.data import pack_sentences
+
+    texts = pack_sentences(test, MAX_JOINED_CHARS, max_items=n)
+    gold = [{(e.start, e.end, e.label) for e in item.entities} for item in texts]
+    start = time.perf_counter()
+    found = exported_entities(export, [item.text for item in texts])
+    seconds = time.perf_counter() - start
+    lengths = [len(item.text) for item in texts]
+    return {
+        "sentences_per_text": n,
+        "texts": len(texts),
+        "mean_chars": round(sum(lengths) / max(len(lengths), 1), 1),
+        "serving_seconds": round(seconds, 1),
+        "tagger": scores(gold, found) | {"sentences": len(test), "texts": len(texts)},
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -108,6 +145,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     items, _ = read_tagging([args.data])
     items = [item for item in items if item.labelled]
     train, _, test = split_examples(items, fractions, seed=args.split_seed)
+    if args.max_test:
+        test = test[: args.max_test]
     gold = [{(e.start, e.end, e.label) for e in item.entities} for item in test]
     start = time.perf_counter()
     tagger = exported_entities(args.export, [item.text for item in test])
@@ -123,6 +162,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ]
     report: dict[str, Any] = {
         "export": args.export,
+        "tagging_stride": export_stride(args.export),
         "data": args.data,
         "pretraining_text": args.pretraining_text or None,
         "pretraining_sentences": None if seen is None else len(seen),
@@ -139,6 +179,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "tagger": scores([gold[i] for i in rows], [tagger[i] for i in rows]),
             "gazetteer": scores([gold[i] for i in rows], [listed[i] for i in rows]),
         }
+    if args.join > 1:
+        report["joined"] = joined_scores(args.export, test, args.join)
+        report["f1_alone_joined"] = [
+            report["all"]["tagger"]["f1"],
+            report["joined"]["tagger"]["f1"],
+        ]
     return report
 
 
@@ -150,6 +196,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split_seed", type=int, default=0, help="finetune's --split_seed")
     parser.add_argument(
         "--pretraining_text", default="", help="the encoder's pretraining JSON Lines"
+    )
+    parser.add_argument(
+        "--join",
+        type=int,
+        default=0,
+        help="also score the test sentences joined this many at a time into one text",
+    )
+    parser.add_argument(
+        "--max_test", type=int, default=0, help="score the first K test sentences (0: all)"
     )
     parser.add_argument("--output", default="", help="also write the report here")
     args = parser.parse_args(argv)
