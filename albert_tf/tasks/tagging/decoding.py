@@ -31,12 +31,10 @@ from collections.abc import Iterable, Sequence
 
 import tensorflow as tf
 
+from albert_tf.tasks.tagging.settings import WORD_AGGREGATIONS
+
 # The smallest normal float32: a probability that underflowed to 0 keeps a finite log.
 _TINY = 1.1754944e-38
-
-# How a word of several pieces gets its tag probabilities (`aggregate_pieces`), as the
-# Hugging Face token-classification pipeline's aggregation strategies of these names.
-WORD_AGGREGATIONS = ("first", "average", "max")
 
 
 def tag_names(labels: Iterable[str]) -> list[str]:
@@ -179,8 +177,8 @@ def words(
 ) -> dict[str, tf.RaggedTensor]:
     """Pieces → words: each word's tag probabilities (`aggregate_pieces`) and characters.
 
-    Windows do not overlap (`pack_tagging`), so each piece has one probability row;
-    windows that overlapped would be merged here, before any tag is chosen.
+    Each piece has one probability row: the one of the window that owns it (where it
+    has the most context, `pack_tagging`'s ``owned``), picked before this step.
 
     Args:
         probabilities: float32 [pieces of all texts, tags], in the texts' piece order.

@@ -8,7 +8,12 @@ import tensorflow as tf
 
 from albert_tf.models.backbone import BACKBONE_INPUTS
 from albert_tf.serving.id_checks import at_most_chars, check_max_seq_length
-from albert_tf.tasks.tagging.decoding import decode_entities, tag_scheme, words
+from albert_tf.tasks.tagging.decoding import (
+    check_word_aggregation,
+    decode_entities,
+    tag_scheme,
+    words,
+)
 from albert_tf.tasks.tagging.preprocessing import check_stride, pack_tagging
 from albert_tf.tokenizers.offsets import check_offsets
 
@@ -50,6 +55,8 @@ class TaggerServingModule(tf.Module):
         tag_names: the model's tags: ``O`` and BIO or BIOES tags, in any order.
         stride: pieces between the starts of a long text's windows (`check_stride`;
             None: ``max_seq_length - 2``, windows that do not overlap).
+        word_aggregation: how a word's pieces give its tag probabilities, one of
+            `WORD_AGGREGATIONS` (fine-tuning's ``word_aggregation``).
 
     Example:
         >>> module = TaggerServingModule(model, tok, 128, ["O", "B-PER", "I-PER"])  # doctest: +SKIP
@@ -67,8 +74,10 @@ class TaggerServingModule(tf.Module):
         max_seq_length: int,
         tag_names: Sequence[str],
         stride: int | None = None,
+        word_aggregation: str = "first",
     ):
         super().__init__(name="albert_tagger")
+        check_word_aggregation(word_aggregation)
         check_max_seq_length(model, max_seq_length)
         check_offsets(tokenizer, "tagging")
         if len(tag_names) != model.num_tags:
@@ -77,6 +86,7 @@ class TaggerServingModule(tf.Module):
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.stride = check_stride(stride, max_seq_length)
+        self.word_aggregation = word_aggregation
         self.scheme = tag_scheme(tag_names)
 
     @classmethod
@@ -93,8 +103,14 @@ class TaggerServingModule(tf.Module):
         stride = settings.get("tagging_stride")
         if stride is not None:
             stride = min(int(stride), max_seq_length - 2)
-        module = cls(model, tokenizer, max_seq_length, tag_names, stride)
-        metadata = {"label_names": tag_names, "tagging_stride": module.stride, "limits": LIMITS}
+        aggregation = settings.get("word_aggregation", "first")
+        module = cls(model, tokenizer, max_seq_length, tag_names, stride, aggregation)
+        metadata = {
+            "label_names": tag_names,
+            "tagging_stride": module.stride,
+            "word_aggregation": aggregation,
+            "limits": LIMITS,
+        }
         return module, metadata, {"labels.json": tag_names}
 
     def _pack(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -130,7 +146,7 @@ class TaggerServingModule(tf.Module):
     ) -> dict[str, tf.Tensor]:
         """The entities of `serving_default` from tag probabilities [pieces of all
         texts, tags] and `pack_tagging`'s offsets."""
-        found = words(probabilities, packed)
+        found = words(probabilities, packed, self.word_aggregation)
         crf = self.model.tagger_head.crf
         found = decode_entities(
             found["probabilities"], found["starts"], found["ends"], self.scheme, crf

@@ -7,6 +7,11 @@ import dataclasses
 
 from albert_tf.tasks.settings import TaskSettings, setting
 
+#: How a word of several pieces gets its tag probabilities, as the Hugging Face
+#: token-classification pipeline's aggregation strategies of these names
+#: (`albert_tf.tasks.tagging.decoding.aggregate_pieces`).
+WORD_AGGREGATIONS = ("first", "average", "max")
+
 
 @dataclasses.dataclass(frozen=True)
 class TaggingSettings(TaskSettings):
@@ -41,6 +46,14 @@ class TaggingSettings(TaskSettings):
         "evaluation and the export (which records it). max_seq_length - 2: no overlap. "
         "Hugging Face's pipeline stride is the overlap instead.",
         lower_bound=1,
+    )
+    word_aggregation: str = setting(
+        "first",
+        "tagging: how a word of several pieces gets its tag probabilities: first (its first "
+        "piece's, the one training labels), average (the mean of its pieces') or max (the "
+        "piece most sure of its tag); Hugging Face's pipeline names. Evaluation uses it, and "
+        "the export records and serves it. Characters of Chinese are one piece each: no effect.",
+        choices=WORD_AGGREGATIONS,
     )
     tagging_pack_chars: int = setting(
         0,

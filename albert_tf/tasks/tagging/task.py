@@ -90,6 +90,7 @@ class TaggingTask(FineTuningTask):
             tag_names=data.label_names,
             stride=options.settings.tagging_stride,
             pack_chars=options.settings.tagging_pack_chars,
+            word_aggregation=options.settings.word_aggregation,
             **common,
         )
 

@@ -18,7 +18,12 @@ import tensorflow as tf
 
 from albert_tf.tasks.tagging import SPEC
 from albert_tf.tasks.tagging.data import Entity, TaggingExample, pack_sentences
-from albert_tf.tasks.tagging.decoding import decode_entities, tag_scheme
+from albert_tf.tasks.tagging.decoding import (
+    aggregate_pieces,
+    check_word_aggregation,
+    decode_entities,
+    tag_scheme,
+)
 from albert_tf.tasks.tagging.preprocessing import (
     IGNORED,
     check_stride,
@@ -52,6 +57,9 @@ class TaggingTrainer(FineTuningTrainer):
             (`pack_sentences`), so that the model reads sentences beside their
             neighbours, as it will read pasted paragraphs; saved as
             ``tagging_pack_chars``.
+        word_aggregation: how a word's pieces give its tag probabilities when
+            evaluating (`aggregate_pieces`; training labels a word's first piece);
+            saved as ``word_aggregation``, which the export serves.
 
     Example:
         >>> trainer = TaggingTrainer(model, tokenizer, tag_names=["O", "B-PER", "I-PER"],
@@ -73,6 +81,7 @@ class TaggingTrainer(FineTuningTrainer):
         tag_names: Sequence[str],
         stride: int | None = None,
         pack_chars: int = 0,
+        word_aggregation: str = "first",
         **kwargs,
     ):
         check_offsets(tokenizer, "tagging")  # before anything is built: a must
@@ -83,6 +92,8 @@ class TaggingTrainer(FineTuningTrainer):
         if pack_chars < 0:
             raise ValueError(f"tagging_pack_chars must be 0 (off) or more, got {pack_chars}")
         self.pack_chars = pack_chars
+        check_word_aggregation(word_aggregation)
+        self.word_aggregation = word_aggregation
         self.scheme = tag_scheme(tag_names)  # refuses tags it cannot decode
         if len(tag_names) != model.num_tags:
             raise ValueError(
@@ -176,7 +187,7 @@ class TaggingTrainer(FineTuningTrainer):
             items = encoded[begin : begin + self.eval_batch_size]
             chunk = probabilities[begin : begin + self.eval_batch_size]
             found = self._decode_graph(
-                _ragged([p[item["word_pieces"]] for item, p in zip(items, chunk, strict=True)]),
+                _ragged([self._word_rows(item, p) for item, p in zip(items, chunk, strict=True)]),
                 _ragged([item["word_start_chars"] for item in items]),
                 _ragged([item["word_end_chars"] for item in items]),
             )
@@ -185,6 +196,14 @@ class TaggingTrainer(FineTuningTrainer):
                 {key: value[row] for key, value in found.items()} for row in range(len(items))
             ]
         return decoded
+
+    def _word_rows(self, item: dict, probabilities: np.ndarray) -> np.ndarray:
+        """An item's words' tag probabilities from its pieces' (`aggregate_pieces`)."""
+        if self.word_aggregation == "first":
+            return probabilities[item["word_pieces"]]
+        is_word = np.zeros(len(probabilities), bool)
+        is_word[item["word_pieces"]] = True
+        return aggregate_pieces(probabilities, is_word, self.word_aggregation).numpy()
 
     def _entities(self, decoded: dict) -> list[tuple[Entity, float]]:
         """An item's entities (`_decode`), each with its words' mean tag probability."""
@@ -236,4 +255,5 @@ class TaggingTrainer(FineTuningTrainer):
             "label_names": self.tag_names,
             "tagging_stride": self.stride,
             "tagging_pack_chars": self.pack_chars,
+            "word_aggregation": self.word_aggregation,
         }

@@ -162,3 +162,59 @@ def test_with_a_crf_entity_scores_are_the_chains_marginals():
     assert plain["scores"].to_list()[1] == pytest.approx(
         [probabilities[1][1:3, [3, 4]].diagonal().mean()]
     )
+
+
+@pytest.mark.parametrize("aggregation", ["average", "max"])
+def test_the_export_and_the_trainer_aggregate_as_fine_tuning_recorded(tokenizer, aggregation):
+    # A real tiny tagger: the serving module built from fine-tuning's settings and
+    # the trainer's evaluation both read words as `aggregation` says, i.e. as numpy
+    # does on the same piece rows.
+    from helpers.testing_utils import tiny_config
+
+    from albert_tf.tasks.tagging.model import AlbertTokenClassifier
+    from albert_tf.tasks.tagging.serving import TaggerServingModule
+    from albert_tf.tasks.tagging.trainer import TaggingTrainer
+
+    model = AlbertTokenClassifier.from_albert_config(
+        tiny_config(vocab_size=len(VOCAB), max_position_embeddings=32), num_tags=len(TAGS)
+    )
+    settings = {"label_names": TAGS, "tagging_stride": 14, "word_aggregation": aggregation}
+    module, metadata, _ = TaggerServingModule.for_export(model, tokenizer, settings, 16)
+    assert metadata["word_aggregation"] == aggregation
+    packed = module._pack(tf.constant(TEXTS))
+    pieces = [[VOCAB[i] for i in row] for row in packed["piece_ids"].to_list()]
+    offsets = np.cumsum([0] + [len(p) for p in pieces])
+    rows = np.random.default_rng(1).dirichlet(np.ones(len(TAGS)), offsets[-1]).astype("float32")
+    served = module.decode(tf.constant(rows), packed)
+    expected_words = [
+        _numpy_words(p, rows[a:b], aggregation)
+        for p, a, b in zip(pieces, offsets[:-1], offsets[1:], strict=True)
+    ]
+    found = words(tf.constant(rows), packed)  # first pieces, and the words' spans
+
+    def decoded(word_rows) -> dict[str, np.ndarray]:
+        out = decode_entities(word_rows, found["starts"], found["ends"], tag_scheme(TAGS))
+        defaults = {"starts": -1, "ends": -1, "labels": b"", "scores": 0.0}
+        return {k: out[k].to_tensor(default_value=v).numpy() for k, v in defaults.items()}
+
+    expected = decoded(tf.ragged.constant(expected_words, ragged_rank=1, dtype=tf.float32))
+    by_first = decoded(found["probabilities"])["scores"]  # what ignoring the setting gives
+    assert by_first.shape != expected["scores"].shape or not np.allclose(
+        by_first, expected["scores"]
+    )
+    for key, want in expected.items():
+        got = served[key].numpy()
+        if key == "scores":
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+        else:
+            assert got.tolist() == want.tolist(), key
+    trainer = TaggingTrainer(
+        model, tokenizer, tag_names=TAGS, word_aggregation=aggregation, output_dir="unused",
+        max_seq_length=16, progress=False,
+    )  # fmt: skip
+    first = np.flatnonzero(packed["word_starts"].to_list()[1])
+    np.testing.assert_allclose(
+        trainer._word_rows({"word_pieces": first}, rows[offsets[1] : offsets[2]]),
+        expected_words[1],
+        rtol=1e-6,
+    )
