@@ -280,6 +280,50 @@ def test_a_card_naming_the_strongest_baseline_is_compared_with_it(mc_models, tmp
     assert "model part" not in app.dataframe[0].value.columns
 
 
+def test_an_export_that_adds_the_overlap_shows_both_parts(mc_models, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from albert_tf.baselines.overlap import DocumentFrequencies, option_scores
+    from albert_tf.serving import export_saved_model
+    from albert_tf.tasks.multiple_choice.data import MultipleChoiceExample
+
+    # The tiny Chinese model with made-up weights and training-document frequencies
+    # (what the demo's combine stage writes into finetune.json): its export adds the
+    # overlap to the model's score in its graph and returns both parts.
+    model_dir = tmp_path / "model"
+    shutil.copytree(mc_models["zh"]["model"], model_dir)
+    settings = json.loads((model_dir / "finetune.json").read_text())
+    settings["overlap_combination"] = {
+        "model_weight": 0.5,
+        "overlap_weight": 2.0,
+        "documents": 4,
+        "document_frequency": {"算": 1, "法": 1, "的": 4, "们": 2},
+    }
+    (model_dir / "finetune.json").write_text(json.dumps(settings))
+    export_saved_model(model_dir, tmp_path / "exported" / "combined", version=1)
+    monkeypatch.setenv("ALBERT_MODELS_DIR", str(tmp_path / "exported"))
+    app = AppTest.from_file(str(PAGE), default_timeout=180).run()
+    assert not app.exception, app.exception
+    table = app.dataframe[0].value
+    assert list(table.columns[:4]) == ["option", "probability", "model part", "overlap part"]
+    # The overlap part: 2 × the idf_normalized baseline with those frequencies (the
+    # last two options share nothing with the context).
+    combination = settings["overlap_combination"]
+    frequencies = DocumentFrequencies(4, combination["document_frequency"])
+    item = MultipleChoiceExample("1", EXAMPLE_CONTEXT_ZH, "", EXAMPLE_OPTIONS_ZH, 1)
+    expected = [2.0 * s for s in option_scores(item, "idf_normalized", frequencies)]
+    np.testing.assert_allclose(table["overlap part"].to_numpy(), expected, atol=2e-4)
+    assert expected[1] > expected[0] > 0 == expected[2] == expected[3]
+    # The two parts are the score the probabilities are the softmax of.
+    score = (table["model part"] + table["overlap part"]).to_numpy()
+    softmax = np.exp(score - score.max()) / np.exp(score - score.max()).sum()
+    np.testing.assert_allclose(table["probability"].to_numpy(), softmax, atol=2e-4)
+    assert any(
+        c.value.startswith("Each score is 0.5 × the model's logit + 2 × the overlap")
+        for c in app.caption
+    )
+
+
 def test_score_parts_split_each_option_score_by_the_export_weights(monkeypatch):
     monkeypatch.syspath_prepend(str(APPS))
     from exported_models import score_parts
@@ -331,6 +375,7 @@ def test_app_renders_and_answers_in_headless_chromium(mc_models, tmp_path):
 
 
 SHIPPED = REPO / "models" / "exported"
+EXAMPLE_CONTEXT_ZH = "算法组的成员们精通各种AI算法."
 EXAMPLE_OPTIONS_ZH = [
     "成都动物园里的大熊猫人人都想摸一下.",
     "他们主要负责AI算法的研究和落地.",
