@@ -142,6 +142,30 @@ def test_evaluate_scores_a_model_against_chance_and_the_overlap_baseline(tmp_pat
         assert scores["previous_model"]["path"].endswith("tiny_zh/1")
 
 
+def test_combine_adds_the_overlap_and_evaluate_scores_both_parts(tmp_path, mc_models):
+    # A model of random weights is at chance alone; fitted on dev, the combination
+    # leans on the overlap, and the evaluate stage scores what the export answers.
+    work = tmp_path / "zh"
+    (work / "finetune").mkdir(parents=True)
+    shutil.copytree(mc_models["zh"]["model"], work / "finetune" / "best")
+    result = _demo_models(
+        "--languages=zh",
+        "--stages=prepare,combine,evaluate",
+        f"--zh_corpora={sample_path('zh')}",
+        f"--work_dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads((work / "combination.json").read_text())
+    settings = json.loads((work / "finetune" / "best" / "finetune.json").read_text())
+    assert settings["overlap_combination"]["overlap_weight"] == record["overlap_weight"] > 0
+    documents = len((work / "data" / "pretrain.jsonl").read_text(encoding="utf-8").splitlines())
+    assert record["documents"] == documents
+    dev = record["dev_accuracy"]
+    assert dev["combined"] >= dev["model"] and dev["overlap"] > dev["model"]
+    held = json.loads((work / "evaluation.json").read_text())["held_out"]
+    assert held["accuracy"] > 0.25 + 5 * held["accuracy_stderr"]
+
+
 def test_rescore_adds_the_one_sentence_figures_to_an_exported_card(tmp_path, mc_models):
     export = tmp_path / "exported" / "albert_demo_zh" / "3"
     shutil.copytree(mc_models["zh"]["saved_model"], export)

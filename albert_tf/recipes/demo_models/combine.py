@@ -77,21 +77,45 @@ def _scores(module, items: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.concatenate(logits), np.concatenate(overlap), np.array([i.label for i in items])
 
 
+def serving_module(model_dir: str, settings: dict):
+    """The multiple-choice module an export of ``model_dir`` serves, with ``settings``
+    in place of its ``finetune.json`` (the combination's, for one)."""
+    from albert_tf.checkpoints.saved_format import load_task_model
+    from albert_tf.serving.export import default_max_seq_length, load_matching_tokenizer
+    from albert_tf.tasks.multiple_choice.serving import MultipleChoiceServingModule
+
+    model = load_task_model(model_dir, "multiple_choice")
+    tokenizer = load_matching_tokenizer(os.path.join(model_dir, "tokenizer"), model)
+    module, _, _ = MultipleChoiceServingModule.for_export(
+        model, tokenizer, settings, default_max_seq_length(settings, model)
+    )
+    return module
+
+
+def combined_accuracy(module, items: Sequence) -> dict:
+    """``{"accuracy", "count"}`` of the module's ``serving_default`` (the model with
+    the overlap, as the export answers) on ``items``."""
+    logits, overlap, labels = _scores(module, items)
+    a, b = module.weights
+    present = logits > _absent() / 2
+    predicted = np.where(present, a * logits + b * overlap, -np.inf).argmax(1)
+    return {"accuracy": float((predicted == labels).mean()), "count": len(items)}
+
+
+def _absent() -> float:
+    from albert_tf.tasks.multiple_choice.head import ABSENT_OPTION_LOGIT
+
+    return ABSENT_OPTION_LOGIT
+
+
 def combine(model_dir: str, dev_file: str, documents: Iterable[str]) -> dict:
     """Fits the combination on ``dev_file``'s items and writes it into ``model_dir``'s
     ``finetune.json``; returns what it wrote without the frequencies, with the dev
     accuracy of the model, the overlap and the two combined."""
     from albert_tf.baselines.combination import fit_combination
-    from albert_tf.checkpoints.saved_format import (
-        SETTINGS_FILE,
-        load_task_model,
-        read_finetune_settings,
-    )
-    from albert_tf.serving.export import default_max_seq_length, load_matching_tokenizer
+    from albert_tf.checkpoints.saved_format import SETTINGS_FILE, read_finetune_settings
     from albert_tf.storage import write_json_atomic
     from albert_tf.tasks.multiple_choice.data import read_multiple_choice
-    from albert_tf.tasks.multiple_choice.head import ABSENT_OPTION_LOGIT
-    from albert_tf.tasks.multiple_choice.serving import MultipleChoiceServingModule
 
     settings = read_finetune_settings(model_dir)
     if settings.get("task", "multiple_choice") != "multiple_choice":
@@ -103,17 +127,12 @@ def combine(model_dir: str, dev_file: str, documents: Iterable[str]) -> dict:
         raise ValueError(f"{dev_file} has no items to fit the combination on")
     n, frequency = document_frequencies(documents)
     fitted = {k: v for k, v in settings.items() if k != "overlap_combination"}
-    model = load_task_model(model_dir, "multiple_choice")
-    tokenizer = load_matching_tokenizer(os.path.join(model_dir, "tokenizer"), model)
     zero = {"model_weight": 1.0, "overlap_weight": 0.0, "documents": n}
-    module, _, _ = MultipleChoiceServingModule.for_export(
-        model,
-        tokenizer,
-        fitted | {"overlap_combination": zero | {"document_frequency": frequency}},
-        default_max_seq_length(settings, model),
+    module = serving_module(
+        model_dir, fitted | {"overlap_combination": zero | {"document_frequency": frequency}}
     )
     logits, overlap, labels = _scores(module, items)
-    present = logits > ABSENT_OPTION_LOGIT / 2
+    present = logits > _absent() / 2
     weights = fit_combination(logits, overlap, labels, present)
 
     def accuracy(scores: np.ndarray) -> float:

@@ -138,7 +138,8 @@ def evaluate(
     """Held-out next-sentence accuracy beside chance, the overlap baselines and the
     previous model, on one-sentence contexts and on contexts of up to the full
     budget (the same items), and accuracy on the shared multiple-choice sets (up to
-    `SHARED_SET_ITEMS` items each; a set that is not there is left out)."""
+    `SHARED_SET_ITEMS` items each; a set that is not there is left out). A model
+    combined with the overlap (the ``combine`` stage) is scored with both parts."""
     from albert_tf.checkpoints.saved_format import load_task_model, read_finetune_settings
     from albert_tf.tasks.multiple_choice.data import read_multiple_choice
     from albert_tf.tasks.multiple_choice.trainer import MultipleChoiceTrainer
@@ -155,7 +156,13 @@ def evaluate(
         progress=False,
     )
 
-    report = held_out_scores(data_dir, scorer.evaluate, previous_model)
+    score = scorer.evaluate
+    if "overlap_combination" in settings:  # score as the export will answer: both parts
+        from albert_tf.recipes.demo_models.combine import combined_accuracy, serving_module
+
+        module = serving_module(model_dir, settings)
+        score = functools.partial(combined_accuracy, module)
+    report = held_out_scores(data_dir, score, previous_model)
     shared = {}
     for path in shared_sets:
         if not os.path.isfile(path):
@@ -163,7 +170,7 @@ def evaluate(
             continue
         items, _ = read_multiple_choice(path)
         items = items[:SHARED_SET_ITEMS]
-        shared[source_name(path)] = _scored(scorer.evaluate(items), _chance(items))
+        shared[source_name(path)] = _scored(score(items), _chance(items))
     return {**report, "shared_sets": shared}
 
 
