@@ -45,6 +45,9 @@ def model_card(lang: str, work: str) -> dict:
     extra_text = prepared.get(
         "pretrain_on_finetune_text", documents > prepared["documents"]["pretrain"]
     )
+    # The combine stage's weights and dev figures (work dirs of before have none).
+    combined = os.path.join(work, "combination.json")
+    combination = read("combination.json") if os.path.exists(combined) else None
     if encoder:
         pretraining = _encoder_record(encoder)
         rebuild = f"python -m albert_tf.demo_models --languages={lang}"
@@ -72,7 +75,7 @@ def model_card(lang: str, work: str) -> dict:
         "name": f"albert_demo_{lang}",
         "language": lang,
         "task": "Which option continues the context? (multiple choice, any number of options)",
-        "good_at": good_at(lang, held, short),
+        "good_at": good_at(lang, held, short, combination is not None),
         "not_good_at": (
             "Reasoning, world knowledge, reading comprehension questions, and text unlike "
             "its training corpora; it is a small model trained on two CPU cores."
@@ -89,6 +92,7 @@ def model_card(lang: str, work: str) -> dict:
         "held_out": held,
         **({"held_out_one_sentence": short} if short else {}),
         "shared_sets": evaluation["shared_sets"],
+        **({"overlap_combination": combination} if combination is not None else {}),
         "rebuild": rebuild,
     }
 

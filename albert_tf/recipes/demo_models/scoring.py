@@ -199,7 +199,8 @@ def rescore(lang: str, data_dir: str, saved_model: str) -> str:
             if before.get("accuracy") != scores["accuracy"]:
                 card[f"{key}_when_exported"] = before
         card[key] = named_baseline(lang, scores)
-    card["good_at"] = good_at(lang, card["held_out"], card["held_out_one_sentence"])
+    combined = "overlap_combination" in card
+    card["good_at"] = good_at(lang, card["held_out"], card["held_out_one_sentence"], combined)
     write_json_atomic(card_path, card)
     return card_path
 
@@ -208,16 +209,22 @@ def rescore(lang: str, data_dir: str, saved_model: str) -> str:
 _UNITS = {"zh": "characters", "en": "words"}
 
 
-def good_at(lang: str, held: dict, short: dict | None) -> str:
+def good_at(lang: str, held: dict, short: dict | None, combined: bool = False) -> str:
     """The card's "good at" line from its held-out figures: beside the strongest
     overlap baseline when they name one (``baseline``), else beside the counted and
-    IDF overlap (cards of before the four baselines)."""
+    IDF overlap (cards of before the four baselines). ``combined``: the model's score
+    is added to the overlap (the ``combine`` stage), which the line says first."""
     language = {"zh": "a Chinese", "en": "an English"}[lang]
     unit = _UNITS[lang]
     text = (
         f"Telling the sentence that continues {language} passage from sentences of "
         f"other documents: "
     )
+    if combined:
+        text += (
+            "its model's score plus how much each option shares with the context "
+            "(length-normalised, weighted by rarity; two weights fitted on dev) answers "
+        )
     baseline = held.get("baseline")
     if isinstance(baseline, dict):
         name = baseline.get("name") or baseline["weighting"]
