@@ -14,7 +14,7 @@ sentence; the gazetteer of the training entities (longest match) is scored on th
 same sentences::
 
     python -m experiments.tagging_heldout \\
-        --export=models/exported/albert_ner_zh/1 \\
+        --export=models/exported/albert_ner_zh/2 \\
         --pretraining_text=runs/demo_models/zh/data/pretrain.jsonl --join=8
 
 ``--join=N`` also sends the same test sentences, in file order, joined N at a time

@@ -50,7 +50,7 @@ TASKS = {
     # tunes a dense head on its encoder (`bench.serving.tasks.prepare.dense_tagger`).
     "tagging": TaskBench(
         "tagging",
-        "albert_ner_zh/1",
+        "albert_ner_zh/2",
         "albert_tiny_zh_peoples_daily",
         {},
         {"paragraph": 1, "three_windows": 1},
