@@ -16,11 +16,13 @@ For each language, from the corpora it is given (`DemoBuild`):
    of other documents of the same corpus; each context is the previous sentence
    and, within a budget drawn per item from 0 to ``CONTEXT_CHARS``, earlier ones
    (`albert_tf.tasks.multiple_choice.next_sentence`);
-4. score it on the test documents' items, with the full context budget and with one
-   sentence of context (the same questions), against chance, the counted and
-   IDF-weighted overlap baselines and the previously exported model, and on
-   shared multiple-choice sets (no tuning to them) (`scoring`);
-5. export ``<export_base>/albert_demo_<lang>/<version>/`` with a model card in
+4. add the options' overlap with the context to its score, two weights fitted on the
+   dev items (`combine`; the export computes both parts in its graph);
+5. score it on the test documents' items, with the full context budget and with one
+   sentence of context (the same questions), against chance, the four overlap
+   baselines (the strongest is "the baseline") and the previously exported model,
+   and on shared multiple-choice sets (no tuning to them) (`scoring`);
+6. export ``<export_base>/albert_demo_<lang>/<version>/`` with a model card in
    ``assets.extra/model_card.json`` (`card`), which the app shows.
 
 Each stage's output stays in the work folder; a stage whose output exists is not

@@ -206,7 +206,8 @@ class TaggingTrainer(FineTuningTrainer):
         return aggregate_pieces(probabilities, is_word, self.word_aggregation).numpy()
 
     def _entities(self, decoded: dict) -> list[tuple[Entity, float]]:
-        """An item's entities (`_decode`), each with its words' mean tag probability."""
+        """An item's entities (`_decode`), each with its score: the mean over its words of
+        their tags' probabilities (with a CRF, the chain's marginals)."""
         return [
             (Entity(start, end, label.decode()), score)
             for start, end, label, score in zip(
@@ -219,7 +220,7 @@ class TaggingTrainer(FineTuningTrainer):
         ]
 
     def predict(self, data) -> list[list[tuple[Entity, float]]]:
-        """Each item's entities and their scores (mean tag probability of their words)."""
+        """Each item's entities and their scores (`_entities`)."""
         encoded = self._encoded(data)
         probabilities, _ = self._piece_probabilities(encoded)
         return [self._entities(found) for found in self._decode(encoded, probabilities)]
