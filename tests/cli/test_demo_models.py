@@ -324,6 +324,22 @@ def test_model_card_reads_the_stages_records(tmp_path):
         model_card("en", str(tmp_path))
 
 
+def test_a_card_of_a_combined_build_records_the_combination(tmp_path):
+    from albert_tf.recipes.demo_models import model_card
+
+    _write_stage_files(tmp_path, accuracy=0.5695)
+    assert "overlap_combination" not in model_card("en", str(tmp_path))
+    record = {"model_weight": 0.7, "overlap_weight": 1.9, "documents": 60}
+    (tmp_path / "combination.json").write_text(json.dumps(record))
+    card = model_card("en", str(tmp_path))
+    assert card["overlap_combination"] == record
+    assert card["good_at"].startswith(
+        "Telling the sentence that continues an English passage from sentences of other "
+        "documents: its model's score plus how much each option shares with the context"
+    )
+    assert "answers 57% of held-out questions" in card["good_at"]
+
+
 def test_a_card_names_the_strongest_overlap_baseline_as_the_baseline(tmp_path):
     from albert_tf.recipes.demo_models import model_card
 
