@@ -4,8 +4,8 @@ reading of the options add up (``logits = model_weight · model + overlap_weight
 overlap``, softmax over the options).
 
 The weights maximise the dev items' conditional log-likelihood (a conditional logit
-with two features) with a small L2 penalty, by Newton's method: the problem is
-convex, and two parameters need no more.
+with two features) with a small L2 penalty, by Newton's method with step halving:
+the problem is concave, and two parameters need no more.
 """
 
 from __future__ import annotations
@@ -51,17 +51,38 @@ def fit_combination(
         raise ValueError("a label points at an absent option")
     features = np.where(present[..., None], features, 0.0)
     chosen = features[np.arange(n), labels]  # [N, 2]
-    weights = np.zeros(2)
-    for _ in range(MAX_STEPS):
+
+    def objective(weights: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """The penalised log-likelihood, its gradient and its Hessian."""
         scores = np.where(present, features @ weights, -np.inf)
-        p = np.exp(scores - scores.max(1, keepdims=True))
-        p /= p.sum(1, keepdims=True)
+        top = scores.max(1, keepdims=True)
+        p = np.exp(scores - top)
+        total = p.sum(1, keepdims=True)
+        p /= total
+        value = (chosen @ weights - (top + np.log(total))[:, 0]).sum()
+        value -= 0.5 * L2 * n * weights @ weights
         mean = np.einsum("nc,ncf->nf", p, features)
         gradient = (chosen - mean).sum(0) - L2 * n * weights
         centred = features - mean[:, None]
         hessian = -np.einsum("nc,ncf,ncg->fg", p, centred, centred) - L2 * n * np.eye(2)
-        step = np.linalg.solve(hessian, gradient)
-        weights -= step
-        if np.abs(step).max() < 1e-10:
+        return value, gradient, hessian
+
+    weights = np.zeros(2)
+    value, gradient, hessian = objective(weights)
+    for _ in range(MAX_STEPS):
+        step = np.linalg.solve(hessian, gradient)  # the Hessian is negative definite
+        size = 1.0
+        while True:  # halve a step that does not raise the likelihood (far from the top)
+            candidate = weights - size * step
+            new = objective(candidate)
+            if new[0] >= value or size < 1e-8:
+                break
+            size /= 2
+        weights, (value, gradient, hessian) = candidate, new
+        if np.abs(size * step).max() < 1e-10:
             break
+    else:
+        raise RuntimeError(f"fit_combination did not converge in {MAX_STEPS} Newton steps")
+    if not np.isfinite(weights).all():
+        raise RuntimeError(f"fit_combination found no finite weights: {weights}")
     return {"model_weight": float(weights[0]), "overlap_weight": float(weights[1])}

@@ -74,12 +74,15 @@ class OverlapScorer(tf.Module):
         >>> [u.decode() for u in OverlapScorer.units(tf.constant("AI 算法, the_AI!")).numpy()]
         ['ai', '算', '法', 'the', 'ai']
         """
-        lowered = tf.strings.lower(texts, encoding="utf-8")
-        # Everything but letters and digits separates units (underscores too); each CJK
-        # character stands alone.
-        spaced = tf.strings.regex_replace(lowered, r"[^\p{L}\p{N}]+", " ")
+        # Everything but letters, digits and CJK characters separates units (underscores
+        # too); each CJK character (its scripts' punctuation included) stands alone.
+        spaced = tf.strings.regex_replace(texts, f"[^\\p{{L}}\\p{{N}}{_CJK}]+", " ")
         spaced = tf.strings.regex_replace(spaced, f"([{_CJK}])", r" \1 ")
-        return tf.strings.split(spaced)
+        # Lower-cased once cut, as the Python baseline does: "İ" lower-cased is "i" and
+        # a combining dot, which would otherwise cut the word.
+        return tf.ragged.map_flat_values(
+            tf.strings.lower, tf.strings.split(spaced), encoding="utf-8"
+        )
 
     def __call__(self, contexts: tf.Tensor, options: tf.Tensor) -> tf.Tensor:
         """``contexts`` tf.string [B] (context and question joined), ``options``

@@ -330,9 +330,15 @@ def test_a_card_of_a_combined_build_records_the_combination(tmp_path):
     _write_stage_files(tmp_path, accuracy=0.5695)
     assert "overlap_combination" not in model_card("en", str(tmp_path))
     record = {"model_weight": 0.7, "overlap_weight": 1.9, "documents": 60}
+    # A log of a fit whose checkpoint is gone (fine-tuning ran again) says nothing.
     (tmp_path / "combination.json").write_text(json.dumps(record))
+    assert "overlap_combination" not in model_card("en", str(tmp_path))
+    best = tmp_path / "finetune" / "best"
+    best.mkdir(parents=True)
+    fitted = record | {"document_frequency": {"the": 60}}
+    (best / "finetune.json").write_text(json.dumps({"overlap_combination": fitted}))
     card = model_card("en", str(tmp_path))
-    assert card["overlap_combination"] == record
+    assert card["overlap_combination"] == record  # the frequencies stay in the export
     assert card["good_at"].startswith(
         "Telling the sentence that continues an English passage from sentences of other "
         "documents: its model's score plus how much each option shares with the context"

@@ -43,6 +43,7 @@ TEXTS = [
     ("", "nothing shared"),
     ("数字 1998 年 and ９９ full-width", "1998年的数字"),
     ("x", ""),
+    ("İstanbul・カタカナ and ΣΟΦΊΑ", "istanbul İstanbul・ σοφία カ"),  # case folding, kana marks
 ]
 FREQUENCY = {"算": 3, "法": 1, "ai": 5, "the": 9, "mat": 2, "雨": 4, "1998": 0, "中": 9}
 
@@ -97,8 +98,12 @@ out = loaded.signatures["serving_default"](
 ids = loaded.signatures["tokenize"](**{k: tf.constant(v) for k, v in request.items()})
 by_ids = loaded.signatures["score_ids"](
     token_ids=ids["token_ids"], segment_ids=ids["segment_ids"], padding_mask=ids["padding_mask"])
+empty = loaded.signatures["serving_default"](
+    context=tf.zeros([0], tf.string), question=tf.zeros([0], tf.string),
+    options=tf.zeros([0, 3], tf.string))
 print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}
-                 | {"ids_logits": by_ids["logits"].numpy().tolist()}))
+                 | {"ids_logits": by_ids["logits"].numpy().tolist(),
+                    "empty": {k: list(v.shape) for k, v in empty.items()}}))
 """
 
 
@@ -142,11 +147,20 @@ def test_a_combined_export_adds_the_overlap_in_a_fresh_process(mc_models, tmp_pa
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    out = {k: np.array(v) for k, v in json.loads(done.stdout.splitlines()[-1]).items()}
+    answer = json.loads(done.stdout.splitlines()[-1])
+    assert answer.pop("empty") == {  # an empty batch: empty answers of every output
+        "probabilities": [0, 3], "logits": [0, 3], "prediction": [0],
+        "model_logits": [0, 3], "overlap": [0, 3],
+    }  # fmt: skip
+    out = {k: np.array(v) for k, v in answer.items()}
     frequency = json.loads((model_dir / "finetune.json").read_text())["overlap_combination"][
         "document_frequency"
     ]
-    assert frequency == {u: n for u, n in frequency.items() if 1 <= n <= 5} and frequency["算"] == 2
+    # The documents holding each unit, counted here with Python's regex.
+    expected_frequency = Counter(
+        u for d in documents for u in {x.lower() for x in _UNITS.findall(d)}
+    )
+    assert frequency == dict(expected_frequency)
     expected_overlap = [
         [python_overlap(f"{c} {q}", o, 5, frequency) if o else 0.0 for o in row]
         for c, q, row in zip(

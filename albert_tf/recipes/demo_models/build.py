@@ -158,17 +158,20 @@ def build(demo: DemoBuild) -> None:
             ],
             os.path.join(work, "finetune.log"),
         )
-    combined = os.path.join(work, "combination.json")
-    if "combine" in stages and not os.path.exists(combined):
+    from albert_tf.checkpoints.saved_format import read_finetune_settings
+
+    best = os.path.join(fine, "best")
+    if "combine" in stages and "overlap_combination" not in read_finetune_settings(best):
         from albert_tf.recipes.demo_models.combine import combine, pretraining_documents
 
-        # The best dev checkpoint's score plus the overlap, weighted on the same dev items.
+        # The best dev checkpoint's score plus the overlap, weighted on the same dev items;
+        # the fit lives in its finetune.json (a new fine-tuning run has none).
         record = combine(
-            os.path.join(fine, "best"),
+            best,
             os.path.join(data, "dev.jsonl"),
             pretraining_documents(os.path.join(data, "pretrain.jsonl")),
         )
-        write_json_atomic(combined, record)
+        write_json_atomic(os.path.join(work, "combination.json"), record)
         print(f"[{lang}] combined with the overlap: {json.dumps(record)}")
     write_json_atomic(times_path, times)
     if "evaluate" in stages:

@@ -46,8 +46,15 @@ def model_card(lang: str, work: str) -> dict:
         "pretrain_on_finetune_text", documents > prepared["documents"]["pretrain"]
     )
     # The combine stage's weights and dev figures (work dirs of before have none).
-    combined = os.path.join(work, "combination.json")
-    combination = read("combination.json") if os.path.exists(combined) else None
+    # What the export adds: the combine stage's fit, in the best checkpoint's settings
+    # (not combination.json, its log, which a new fine-tuning run would leave stale).
+    from albert_tf.checkpoints.saved_format import read_finetune_settings
+
+    combination = read_finetune_settings(os.path.join(work, "finetune", "best")).get(
+        "overlap_combination"
+    )
+    if combination is not None:
+        combination = {k: v for k, v in combination.items() if k != "document_frequency"}
     if encoder:
         pretraining = _encoder_record(encoder)
         rebuild = f"python -m albert_tf.demo_models --languages={lang}"

@@ -59,22 +59,24 @@ def pretraining_documents(path: str) -> Iterable[str]:
             yield " ".join(json.loads(line)["sentences"])
 
 
-def _scores(module, items: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The model's logits and the overlap of ``items`` [n, C], and their labels, as
-    the export's ``serving_default`` computes them."""
+def _scores(module, items: Sequence) -> dict[str, np.ndarray]:
+    """``model_logits``, ``overlap`` [n, C] and ``prediction`` [n] of ``items`` as the
+    export's ``serving_default`` computes them, and their ``labels``."""
     import tensorflow as tf
 
     width = max(len(i.options) for i in items)
-    logits, overlap = [], []
+    parts: dict[str, list] = {"model_logits": [], "overlap": [], "prediction": []}
     for start in range(0, len(items), _BATCH):
         batch = items[start : start + _BATCH]
         context = tf.constant([i.context for i in batch])
         question = tf.constant([i.question for i in batch])
         options = tf.constant([list(i.options) + [""] * (width - len(i.options)) for i in batch])
         scored = module.serving_default(context, question, options)
-        logits.append(scored["model_logits"].numpy())
-        overlap.append(scored["overlap"].numpy())
-    return np.concatenate(logits), np.concatenate(overlap), np.array([i.label for i in items])
+        for key, values in parts.items():
+            values.append(scored[key].numpy())
+    return {k: np.concatenate(v) for k, v in parts.items()} | {
+        "labels": np.array([i.label for i in items])
+    }
 
 
 def serving_module(model_dir: str, settings: dict):
@@ -95,11 +97,9 @@ def serving_module(model_dir: str, settings: dict):
 def combined_accuracy(module, items: Sequence) -> dict:
     """``{"accuracy", "count"}`` of the module's ``serving_default`` (the model with
     the overlap, as the export answers) on ``items``."""
-    logits, overlap, labels = _scores(module, items)
-    a, b = module.weights
-    present = logits > _absent() / 2
-    predicted = np.where(present, a * logits + b * overlap, -np.inf).argmax(1)
-    return {"accuracy": float((predicted == labels).mean()), "count": len(items)}
+    scored = _scores(module, items)
+    correct = scored["prediction"] == scored["labels"]
+    return {"accuracy": float(correct.mean()), "count": len(items)}
 
 
 def _absent() -> float:
@@ -131,7 +131,8 @@ def combine(model_dir: str, dev_file: str, documents: Iterable[str]) -> dict:
     module = serving_module(
         model_dir, fitted | {"overlap_combination": zero | {"document_frequency": frequency}}
     )
-    logits, overlap, labels = _scores(module, items)
+    scored = _scores(module, items)
+    logits, overlap, labels = scored["model_logits"], scored["overlap"], scored["labels"]
     present = logits > _absent() / 2
     weights = fit_combination(logits, overlap, labels, present)
 

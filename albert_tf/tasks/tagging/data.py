@@ -79,7 +79,8 @@ ACCEPTED_FORMATS = (
     f"(one 'token ... tag' line per token; named {'/'.join(CONLL_SUFFIXES)})"
 )
 _TAG = re.compile(r"O|[BIES]-\S+")
-# CJK punctuation and full-width forms join without spaces too.
+# CJK punctuation and full-width punctuation join without spaces too (full-width letters
+# and digits do not: "１９９８" and "１２月" run together would read as one number).
 _CJK_PUNCTUATION = re.compile("[\u3000-\u303f\uff00-\uffef]")
 
 
@@ -111,7 +112,8 @@ def _separator(before: str, after: str) -> str:
     Japanese run on without spaces) or existing whitespace, else one space."""
 
     def close(char: str) -> bool:
-        return is_cjk_char(char) or bool(_CJK_PUNCTUATION.match(char)) or char.isspace()
+        punctuation = bool(_CJK_PUNCTUATION.match(char)) and not char.isalnum()
+        return is_cjk_char(char) or punctuation or char.isspace()
 
     if not before or not after:
         return ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import tensorflow as tf
@@ -32,7 +33,8 @@ class TaggerServingModule(tf.Module):
     * ``serving_default(text [B])`` → ``starts``, ``ends`` int32 [B, E]: each
       entity's characters in its text (Unicode code points, end exclusive),
       −1 padded; ``labels`` string [B, E] ("" padded); ``scores`` float32
-      [B, E] (the mean probability of the entity's word tags; 0 padded). E is
+      [B, E] (the mean over the entity's words of their tags' probabilities,
+      with a CRF head the chain's marginals; 0 padded). E is
       the most entities of any text in the batch. A text longer than one
       window (``max_seq_length - 2`` pieces) is read in windows ``stride``
       pieces apart, and each piece's tag probabilities are those of the window
@@ -41,7 +43,8 @@ class TaggerServingModule(tf.Module):
       ``starts``/``ends`` int32 [B, P] (−1 padded) and ``word_starts`` bool:
       what the model reads, and where each piece came from.
 
-    Each word's tag is its most probable one; with a CRF head, the best chain
+    A word's tag probabilities come from its pieces by ``word_aggregation``
+    (`aggregate_pieces`); its tag is the most probable one, or with a CRF head, the best chain
     of tags over the text's words (Viterbi, windows joined). Entities are then
     decoded as conlleval and seqeval decode tags
     (`albert_tf.tasks.tagging.decoding`, which the trainer runs too). An empty batch
@@ -101,8 +104,15 @@ class TaggerServingModule(tf.Module):
         strides) is served as it was trained, in windows that do not overlap."""
         tag_names = list(settings.get("label_names", []))
         stride = settings.get("tagging_stride")
-        if stride is not None:
-            stride = min(int(stride), max_seq_length - 2)
+        if stride is not None and int(stride) > max_seq_length - 2:
+            warnings.warn(
+                f"tagging_stride {stride} is longer than a window at max_seq_length "
+                f"{max_seq_length}: exported with windows that do not overlap "
+                f"(stride {max_seq_length - 2}); export at the fine-tuning's "
+                "max_seq_length to keep the overlap",
+                stacklevel=2,
+            )
+            stride = max_seq_length - 2
         aggregation = settings.get("word_aggregation", "first")
         module = cls(model, tokenizer, max_seq_length, tag_names, stride, aggregation)
         metadata = {

@@ -247,7 +247,8 @@ def test_the_export_records_the_stride_and_old_runs_keep_theirs(tokenizer):
     assert module.stride == metadata["tagging_stride"] == WIDTH
     # Exported with a shorter max_seq_length than trained with: at most a window.
     settings["tagging_stride"] = 60
-    module, metadata, _ = TaggerServingModule.for_export(model, tokenizer, settings, 8)
+    with pytest.warns(UserWarning, match="windows that do not overlap"):
+        module, metadata, _ = TaggerServingModule.for_export(model, tokenizer, settings, 8)
     assert module.stride == metadata["tagging_stride"] == 6
     assert half_window(MAX_SEQ_LENGTH) == WIDTH // 2 and half_window(13) == 6
 
@@ -277,3 +278,6 @@ def test_neighbouring_sentences_are_joined_and_none_is_lost():
     assert [x.id for x in pairs] == ["pd-1+pd-2", "pd-3+pd-4", "pd-5", "pd-6", "en-1+en-2"]
     with pytest.raises(ValueError, match="must be at least 1"):
         pack_sentences(pd, 0)
+    # Full-width digits on both sides of a join would read as one number: a space.
+    digits = [TaggingExample("a", "共１９９８", (), "zh"), TaggingExample("b", "１２月", (), "zh")]
+    assert pack_sentences(digits, 100)[0].text == "共１９９８ １２月"
