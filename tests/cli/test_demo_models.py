@@ -98,16 +98,27 @@ def test_prepare_splits_by_document_and_builds_next_sentence_items(tmp_path):
     assert documents_of(dev, "finetune").isdisjoint(documents_of(train, "finetune"))
 
 
-def test_evaluate_scores_a_model_against_chance_and_the_overlap_baseline(tmp_path, mc_models):
-    corpus = sample_path("zh")
+def _fine_tuned_zh(tmp_path, mc_models, stages: str, *flags: str):
+    """The demo's later ``stages`` on the sample, with the tiny Chinese model as the
+    work dir's fine-tuned best checkpoint; returns the finished command and the work dir."""
     work = tmp_path / "zh"
     (work / "finetune").mkdir(parents=True)
     shutil.copytree(mc_models["zh"]["model"], work / "finetune" / "best")
     result = _demo_models(
         "--languages=zh",
-        "--stages=prepare,evaluate",
-        f"--zh_corpora={corpus}",
+        f"--stages={stages}",
+        f"--zh_corpora={sample_path('zh')}",
         f"--work_dir={tmp_path}",
+        *flags,
+    )
+    return result, work
+
+
+def test_evaluate_scores_a_model_against_chance_and_the_overlap_baseline(tmp_path, mc_models):
+    result, work = _fine_tuned_zh(
+        tmp_path,
+        mc_models,
+        "prepare,evaluate",
         # The "previous model" it is compared with: the same weights, exported.
         f"--previous_model={mc_models['zh']['saved_model']}",
     )
@@ -145,15 +156,7 @@ def test_evaluate_scores_a_model_against_chance_and_the_overlap_baseline(tmp_pat
 def test_combine_adds_the_overlap_and_evaluate_scores_both_parts(tmp_path, mc_models):
     # A model of random weights is at chance alone; fitted on dev, the combination
     # leans on the overlap, and the evaluate stage scores what the export answers.
-    work = tmp_path / "zh"
-    (work / "finetune").mkdir(parents=True)
-    shutil.copytree(mc_models["zh"]["model"], work / "finetune" / "best")
-    result = _demo_models(
-        "--languages=zh",
-        "--stages=prepare,combine,evaluate",
-        f"--zh_corpora={sample_path('zh')}",
-        f"--work_dir={tmp_path}",
-    )
+    result, work = _fine_tuned_zh(tmp_path, mc_models, "prepare,combine,evaluate")
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads((work / "combination.json").read_text())
     settings = json.loads((work / "finetune" / "best" / "finetune.json").read_text())
