@@ -55,10 +55,8 @@ the work directory), `bench.serving.prepare` (tokenizer, models, exports),
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import tempfile
 from typing import Any
 
 from bench import common
@@ -66,16 +64,8 @@ from bench.common import Job, Steps
 from bench.serving import ours, peers
 from bench.serving.prepare import prepare
 from bench.serving.report import markdown, summarize
-from bench.serving.workload import (
-    LITERT,
-    ONNX_INFO,
-    ORT,
-    ORT_BUCKETED,
-    PREPARED,
-    SAVEDMODELS,
-    VARIANTS,
-    WORKLOADS,
-)
+from bench.serving.workdir import prepared_steps
+from bench.serving.workload import LITERT, ORT, ORT_BUCKETED, SAVEDMODELS, VARIANTS, WORKLOADS
 
 SIGNATURES = {"savedmodel_score_ids": "score_ids", "savedmodel_tokenize": "tokenize"}
 
@@ -125,24 +115,13 @@ class Serving(common.Benchmark):
         return {"results": {w: {} for w in args.workloads}, "ratios": {}}
 
     def prepare(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
-        args.workdir = args.workdir or tempfile.mkdtemp(prefix="albert_serving_")
-        os.makedirs(args.workdir, exist_ok=True)
-        prepared = os.path.join(args.workdir, PREPARED)
-        if os.path.exists(prepared):  # --workdir of an earlier run: reuse its export
-            with open(prepared) as f:
-                report["prepared"] = json.load(f)
-        else:
-            report["prepared"] = yield Job("prepare", label="prepare tokenizer, model, export")
-            if "error" in report["prepared"]:
-                raise SystemExit(f"prepare failed: {report['prepared']['error']}")
-        onnx_info = os.path.join(args.workdir, ONNX_INFO)
-        if set(args.variants) & {*ORT, *ORT_BUCKETED} and not os.path.exists(onnx_info):
-            onnx = yield Job("prepare_onnx", label="prepare_onnx export, optimise, quantise")
-            with open(onnx_info, "w") as f:
-                json.dump(onnx, f, indent=2)
-        if os.path.exists(onnx_info):
-            with open(onnx_info) as f:
-                report["onnx"] = json.load(f)
+        return prepared_steps(
+            args,
+            report,
+            prefix="albert_serving_",
+            labels=("prepare tokenizer, model, export", "prepare_onnx export, optimise, quantise"),
+            wants_onnx=bool(set(args.variants) & {*ORT, *ORT_BUCKETED}),
+        )
 
     def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
         for workload in args.workloads:

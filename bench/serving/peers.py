@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bench.serving.workdir import ONNX_INFO
 from bench.serving.workload import (
     FIELDS,
     HF_MODEL,
     NUM_OPTIONS,
-    ONNX_INFO,
     ORT,
     build_qa,
     prepared,

@@ -16,13 +16,13 @@ import time
 from typing import Any
 
 from bench.common import build_padded_tokenizer, dir_bytes, model_config, summary_stats
+from bench.serving.workdir import PREPARED
 from bench.serving.workload import (
     FIELDS,
     HF_MODEL,
     ITEMS_FILE,
     LITERT,
     NUM_OPTIONS,
-    PREPARED,
     SAVEDMODELS,
     WORKLOADS,
     WORKLOADS_FILE,

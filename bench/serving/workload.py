@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.common import MULTIPLE_CHOICE_DATA, time_step
+from bench.serving.workdir import PREPARED
 
 # Our SavedModel in each serving precision, with the BERT-base-shaped not-shared
 # twin (same FLOPs, 12x the weights: the seed's cache claim) beside it.
@@ -52,10 +53,9 @@ VARIANTS = (
 WORKLOADS = {"batch1": 1, "batch32": 32}
 NUM_OPTIONS = 4
 ITEMS_FILE = os.path.join(MULTIPLE_CHOICE_DATA, "parable_en.jsonl.gz")
-#: Files of the work directory (``--workdir``), written by `bench.serving.prepare`.
-PREPARED = "prepare.json"
+#: Files of the work directory (``--workdir``), written by `bench.serving.prepare`
+#: (`PREPARED` and `ONNX_INFO` are every serving benchmark's).
 WORKLOADS_FILE = "workloads.json"
-ONNX_INFO = "onnx.json"
 FIELDS = ("token_ids", "segment_ids", "padding_mask")
 #: Our benchmark model in Hugging Face's layout (written by `prepare`).
 HF_MODEL = "model_hf"

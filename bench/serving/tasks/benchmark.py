@@ -35,25 +35,16 @@ without ``--tasks`` (`bench.serving.__main__`).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
-import tempfile
 from typing import Any
 
 from bench import common
 from bench.common import Job, Steps
 from bench.serving.tasks.report import markdown, summarize
-from bench.serving.tasks.workload import (
-    ONNX_INFO,
-    ORT,
-    PREPARED,
-    SAVEDMODELS,
-    SMOKE_VARIANTS,
-    TASKS,
-    VARIANTS,
-)
+from bench.serving.tasks.workload import ORT, SAVEDMODELS, SMOKE_VARIANTS, TASKS, VARIANTS
+from bench.serving.workdir import prepared_steps
 
 
 class ServingTasks(common.Benchmark):
@@ -104,26 +95,13 @@ class ServingTasks(common.Benchmark):
         }
 
     def prepare(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
-        args.workdir = args.workdir or tempfile.mkdtemp(prefix="albert_serving_tasks_")
-        os.makedirs(args.workdir, exist_ok=True)
-        prepared = os.path.join(args.workdir, PREPARED)
-        if os.path.exists(prepared):  # --workdir of an earlier run: reuse its models
-            with open(prepared) as f:
-                report["prepared"] = json.load(f)
-        else:
-            report["prepared"] = yield Job("prepare", label="prepare: recover, tune, export")
-            if "error" in report["prepared"]:
-                raise SystemExit(f"prepare failed: {report['prepared']['error']}")
-        onnx_info = os.path.join(args.workdir, ONNX_INFO)
-        if set(args.variants) & set(ORT) and not os.path.exists(onnx_info):
-            onnx = yield Job("prepare_onnx", label="prepare_onnx: export, optimise, quantise")
-            if "error" not in onnx:
-                with open(onnx_info, "w") as f:
-                    json.dump(onnx, f, indent=2)
-            report["onnx"] = onnx
-        elif os.path.exists(onnx_info):
-            with open(onnx_info) as f:
-                report["onnx"] = json.load(f)
+        return prepared_steps(
+            args,
+            report,
+            prefix="albert_serving_tasks_",
+            labels=("prepare: recover, tune, export", "prepare_onnx: export, optimise, quantise"),
+            wants_onnx=bool(set(args.variants) & set(ORT)),
+        )
 
     def plan(self, args: argparse.Namespace, report: dict[str, Any]) -> Steps:
         onnx_error = report.get("onnx", {}).get("error")

@@ -19,7 +19,8 @@ import time
 from typing import Any
 
 from bench.serving.tasks.answers import pipeline_answers
-from bench.serving.tasks.workload import ONNX_INFO, ORT, TASKS, hf_dir, prepared, requests
+from bench.serving.tasks.workload import ORT, TASKS, hf_dir, prepared, requests
+from bench.serving.workdir import ONNX_INFO
 from bench.serving.workload import time_answers
 
 #: Hugging Face's model class of each task.

@@ -20,7 +20,6 @@ from typing import Any
 
 from bench.common import dir_bytes
 from bench.serving.tasks.workload import (
-    PREPARED,
     PRETRAINED,
     SAVEDMODELS,
     SHIPPED,
@@ -29,6 +28,7 @@ from bench.serving.tasks.workload import (
     hf_dir,
     task_dir,
 )
+from bench.serving.workdir import PREPARED
 
 #: Names, places and organisations of the dense tagger's synthetic training text.
 _PER = ("李鹏", "江泽民", "钱其琛", "朱镕基", "王伟", "张明", "刘晓红", "陈建国", "徐匡迪")

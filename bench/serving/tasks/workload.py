@@ -15,6 +15,7 @@ from typing import Any
 
 from bench.common import REPO
 from bench.serving.tasks import items
+from bench.serving.workdir import PREPARED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,10 +85,6 @@ VARIANTS = (*SAVEDMODELS, "hf", *ORT)
 SMOKE_VARIANTS = ("savedmodel", "savedmodel_xla", "hf", "ort_opt_int8")
 #: Every answer is compared with this variant's.
 REFERENCE = "savedmodel"
-
-#: Files of the work directory (``--workdir``).
-PREPARED = "prepare.json"
-ONNX_INFO = "onnx.json"
 
 
 def task_dir(workdir: str, task: str) -> str:
