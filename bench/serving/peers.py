@@ -218,6 +218,20 @@ def prepare_onnx(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def ort_session(path: str, inter_op_threads: int):
+    """An ONNX Runtime CPU session on ``path`` as the benchmarks time it (every core
+    within an op, all graph optimisations), and the seconds it took to load."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = os.cpu_count() or 1
+    options.inter_op_num_threads = inter_op_threads
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    start = time.perf_counter()
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return session, time.perf_counter() - start
+
+
 def measure_ort(args: argparse.Namespace, which: str, bucketed: bool = False) -> dict[str, Any]:
     import numpy as np
     import onnxruntime
@@ -229,13 +243,7 @@ def measure_ort(args: argparse.Namespace, which: str, bucketed: bool = False) ->
 
     with open(os.path.join(args.workdir, ONNX_INFO)) as f:
         path = json.load(f)["files"][which]
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = os.cpu_count() or 1
-    options.inter_op_num_threads = args.inter_op_threads
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    start = time.perf_counter()
-    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    load_s = time.perf_counter() - start
+    session, load_s = ort_session(path, args.inter_op_threads)
     tok = HfTokenization(args)
 
     def run(enc: dict[str, Any]) -> float:

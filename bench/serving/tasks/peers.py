@@ -18,6 +18,7 @@ import os
 import time
 from typing import Any
 
+from bench.serving.peers import ort_session
 from bench.serving.tasks.answers import pipeline_answers
 from bench.serving.tasks.workload import ORT, TASKS, hf_dir, prepared, requests
 from bench.serving.workdir import ONNX_INFO
@@ -163,13 +164,7 @@ def measure_ort(args: argparse.Namespace, which: str) -> dict[str, Any]:
 
     with open(os.path.join(args.workdir, ONNX_INFO)) as f:
         path = json.load(f)["tasks"][args.task]["files"][which]
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = os.cpu_count() or 1
-    options.inter_op_num_threads = args.inter_op_threads
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    start = time.perf_counter()
-    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    load_s = time.perf_counter() - start
+    session, load_s = ort_session(path, args.inter_op_threads)
     tokenizer = hf_tokenizer(args.workdir, args.task)
     model = hf_model(args.workdir, args.task, "eager")
     pipe = build_pipeline(args, model, tokenizer)
