@@ -82,6 +82,19 @@ def number(value: object) -> float | None:
     return float(value)
 
 
+def held_out_metric(label: str, value: float, baseline: float | None, name: str, fmt: str) -> None:
+    """A held-out figure in the sidebar (``fmt``: ``".3f"``, ``".1%"``), its
+    difference from a baseline called ``name`` as the delta (none without one)."""
+    delta = None if baseline is None else f"{value - baseline:+{fmt}} vs {name} {baseline:{fmt}}"
+    st.sidebar.metric(label, f"{value:{fmt}}", delta)
+
+
+def scores_table(table: Any, column: str, fmt: str) -> None:
+    """A table whose ``column`` holds scores in [0, 1], drawn as bars (``fmt``: printf)."""
+    progress = st.column_config.ProgressColumn(column, format=fmt, min_value=0.0, max_value=1.0)
+    st.dataframe(table, hide_index=True, column_config={column: progress})
+
+
 def describe(value: object) -> str:
     """A card entry on one line, whatever its shape (text, number, list or mapping).
 

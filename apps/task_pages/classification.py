@@ -27,7 +27,15 @@ APPS_DIR = str(Path(__file__).resolve().parents[1])
 if APPS_DIR not in sys.path:  # the script reruns on every interaction
     sys.path.insert(0, APPS_DIR)
 from exported_models import CLASSIFICATION_TASKS  # noqa: E402
-from page import Answer, Example, Field, TaskPage, number  # noqa: E402
+from page import (  # noqa: E402
+    Answer,
+    Example,
+    Field,
+    TaskPage,
+    held_out_metric,
+    number,
+    scores_table,
+)
 
 # Longer input is cut, with a note, instead of making the visitor wait: the model
 # reads at most max_seq_length pieces of text and pair together anyway (the
@@ -139,11 +147,8 @@ class ClassificationPage(TaskPage):
         found = references(held)
         if accuracy is not None:
             # Against the strongest simple reference: beating chance alone says little.
-            delta = None
-            if found:
-                name, reference = max(found.items(), key=lambda item: item[1])
-                delta = f"{accuracy - reference:+.1%} vs {name} {reference:.1%}"
-            st.sidebar.metric("Held-out accuracy", f"{accuracy:.1%}", delta)
+            name, reference = max(found.items(), key=lambda item: item[1], default=("", None))
+            held_out_metric("Held-out accuracy", accuracy, reference, name, ".1%")
         for key, title in (("pearson", "Held-out Pearson r"), ("spearman", "Held-out Spearman ρ")):
             if number(held.get(key)) is not None:
                 st.sidebar.metric(title, f"{held[key]:.3f}")
@@ -186,15 +191,7 @@ class ClassificationPage(TaskPage):
                 st.bar_chart(table.set_index("label"), horizontal=True)
         with right:
             st.metric("Pieces", f"{length} of {max_seq_length}")
-        st.dataframe(
-            table,
-            hide_index=True,
-            column_config={
-                "probability": st.column_config.ProgressColumn(
-                    "probability", format="%.4f", min_value=0.0, max_value=1.0
-                ),
-            },
-        )
+        scores_table(table, "probability", "%.4f")
 
     def token_rows(self, answer: Answer) -> list[tuple[str | None, list[str]]]:
         real = answer.packed["padding_mask"][0] > 0

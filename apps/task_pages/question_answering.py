@@ -27,7 +27,7 @@ APPS_DIR = str(Path(__file__).resolve().parents[1])
 if APPS_DIR not in sys.path:  # the script reruns on every interaction
     sys.path.insert(0, APPS_DIR)
 from exported_models import SPAN_QA_TASKS  # noqa: E402
-from page import Answer, Example, Field, TaskPage, number  # noqa: E402
+from page import Answer, Example, Field, TaskPage, held_out_metric, number  # noqa: E402
 
 # Longer input is cut with a note (the SavedModel itself refuses 50,000 / 2,000).
 MAX_CONTEXT_CHARS = 10_000
@@ -124,10 +124,7 @@ class QuestionAnsweringPage(TaskPage):
         f1, baseline = number(held.get("f1")), number(held.get("people_sentence_f1"))
         if f1 is None:
             return
-        delta = None
-        if baseline is not None:
-            delta = f"{f1 - baseline:+.3f} vs the first people sentence {baseline:.3f}"
-        st.sidebar.metric("Held-out answer F1", f"{f1:.3f}", delta)
+        held_out_metric("Held-out answer F1", f1, baseline, "the first people sentence", ".3f")
         details = []
         if number(held.get("exact_match")) is not None:
             details.append(f"exact match {held['exact_match']:.3f}")

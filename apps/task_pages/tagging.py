@@ -27,7 +27,15 @@ APPS_DIR = str(Path(__file__).resolve().parents[1])
 if APPS_DIR not in sys.path:  # the script reruns on every interaction
     sys.path.insert(0, APPS_DIR)
 from exported_models import TAGGING_TASKS  # noqa: E402
-from page import Answer, Example, Field, TaskPage, number  # noqa: E402
+from page import (  # noqa: E402
+    Answer,
+    Example,
+    Field,
+    TaskPage,
+    held_out_metric,
+    number,
+    scores_table,
+)
 
 # Longer input is cut with a note (the SavedModel itself refuses 20,000 characters).
 MAX_TEXT_CHARS = 5000
@@ -118,10 +126,7 @@ class TaggingPage(TaskPage):
         f1, gazetteer = number(held.get("f1")), number(held.get("gazetteer_f1"))
         if f1 is None:
             return
-        delta = None
-        if gazetteer is not None:
-            delta = f"{f1 - gazetteer:+.3f} vs a gazetteer {gazetteer:.3f}"
-        st.sidebar.metric("Held-out entity F1", f"{f1:.3f}", delta)
+        held_out_metric("Held-out entity F1", f1, gazetteer, "a gazetteer", ".3f")
         details = [
             f"{key} {held[key]:.3f}"
             for key in ("precision", "recall")
@@ -151,15 +156,7 @@ class TaggingPage(TaskPage):
                 )
         with right:
             st.metric("Pieces", f"{len(answer.pieces)}")
-        st.dataframe(
-            table,
-            hide_index=True,
-            column_config={
-                "score": st.column_config.ProgressColumn(
-                    "score", format="%.3f", min_value=0.0, max_value=1.0
-                ),
-            },
-        )
+        scores_table(table, "score", "%.3f")
 
     def token_rows(self, answer: Answer) -> list[tuple[str | None, list[str]]]:
         return [(None, answer.pieces)]
