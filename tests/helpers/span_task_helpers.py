@@ -85,6 +85,17 @@ def _reader(vocabulary_size: int):
     return model
 
 
+#: The tiny readers' fine-tuning settings, but for their no-answer threshold.
+READER_SETTINGS = {
+    "task": "span_qa",
+    "max_seq_length": 64,
+    "max_query_length": 16,
+    "doc_stride": 24,
+    "max_answer_length": 12,
+    "language": "zh",
+}
+
+
 def tagger_models(base: Path) -> dict[str, Path]:
     """The tiny tagger under ``base/tagger_models`` (max_seq_length 32)."""
     root = base / "tagger_models"
@@ -98,15 +109,7 @@ def reader_models(base: Path) -> dict[str, Path]:
     of 16 question pieces and a stride of 24, answers of at most 12 pieces)."""
     root = base / "reader_models"
     root.mkdir(exist_ok=True)
-    settings = {
-        "task": "span_qa",
-        "max_seq_length": 64,
-        "max_query_length": 16,
-        "doc_stride": 24,
-        "max_answer_length": 12,
-        "no_answer_threshold": None,
-        "language": "zh",
-    }
+    settings = READER_SETTINGS | {"no_answer_threshold": None}
     return _build(root, READER_NAME, READER_CARD, settings, _reader)
 
 
@@ -118,14 +121,6 @@ def squad2_reader_models(base: Path) -> dict[str, Path]:
     ``base/squad2_reader_models``."""
     root = base / "squad2_reader_models"
     root.mkdir(exist_ok=True)
-    settings = {
-        "task": "span_qa",
-        "max_seq_length": 64,
-        "max_query_length": 16,
-        "doc_stride": 24,
-        "max_answer_length": 12,
-        "no_answer_threshold": -4.5,
-        "language": "zh",
-    }
+    settings = READER_SETTINGS | {"no_answer_threshold": -4.5}
     card = {**READER_CARD, "name": f"{READER_NAME}_squad2"}
     return _build(root, f"{READER_NAME}_squad2", card, settings, _reader)
